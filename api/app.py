@@ -1,0 +1,64 @@
+"""The fabric-rca HTTP API: incidents, jobs and topology out of the incident store.
+
+`create_app` builds everything from its arguments; nothing is created at import.
+"""
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+
+from api.routes import SessionDep, Store, db_reason, get_session, router
+from api.store.db import StoreError, make_engine
+
+__all__ = ["SessionDep", "create_app", "get_session"]
+
+DESCRIPTION = """\
+Root causes of faults in an AI-cluster RoCE fabric, as diagnosed by the fabric-rca
+engine from switch, NIC, storage and scheduler telemetry.
+
+Each incident names its ranked root causes (cause + entity + score + evidence), the
+jobs it affected and the symptoms behind it. Times are event times, RFC 3339 UTC with
+milliseconds. The shape is contract section 6.
+"""
+
+
+def create_app(*, db_url: str, topology: dict | None = None) -> FastAPI:
+    """An app serving the store at `db_url`; `topology`, if given, is what `/topology` serves.
+
+    A bad URL raises `StoreError` here; a database that is down answers 503 later.
+    """
+    engine = make_engine(db_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="fabric-rca",
+        description=DESCRIPTION,
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.store = Store(engine)
+    app.state.topology = topology
+    app.include_router(router)
+    app.add_exception_handler(StoreError, _database_unavailable)
+    app.add_exception_handler(OperationalError, _database_unavailable)
+    return app
+
+
+async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse(status_code=503, content={"detail": f"database unavailable: {db_reason(exc)}"})
+
+
+def _version() -> str:
+    try:
+        return version("fabric-rca")
+    except PackageNotFoundError:
+        return "0+unknown"

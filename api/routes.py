@@ -1,0 +1,193 @@
+"""HTTP routes: decode the query, call one repository function, encode the answer."""
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.responses import JSONResponse
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session
+
+from api.schemas import CauseName, ErrorPublic, HealthPublic, IncidentPublic, IncidentStatus
+from api.store import repository
+from api.store.db import StoreError, create_schema
+
+
+class Store:
+    """The database of one app; the schema is created on first use, once."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def session(self) -> Session:
+        if not self._ready:
+            with self._lock:
+                if not self._ready:
+                    create_schema(self.engine)
+                    self._ready = True
+        return Session(self.engine)
+
+
+def get_store(request: Request) -> Store:
+    return request.app.state.store
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+
+
+def get_session(store: StoreDep) -> Iterator[Session]:
+    with store.session() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+router = APIRouter()
+
+_NOT_FOUND = {404: {"model": ErrorPublic, "description": "nothing with that id"}}
+_TIME_HELP = "RFC 3339 time (e.g. 2025-11-29T07:08:10Z) or epoch seconds (e.g. 1764400090)"
+
+
+@router.get(
+    "/healthz",
+    response_model=HealthPublic,
+    response_model_exclude_none=True,
+    responses={503: {"model": HealthPublic, "description": "the database is not usable"}},
+    summary="Liveness and database check",
+)
+def healthz(store: StoreDep) -> Any:
+    try:
+        with store.session() as session:
+            count = repository.count_incidents(session)
+    except (StoreError, SQLAlchemyError) as exc:
+        body = {"status": "error", "db": "error", "detail": db_reason(exc)}
+        return JSONResponse(status_code=503, content=body)
+    return {"status": "ok", "db": "ok", "incidents": count}
+
+
+@router.get(
+    "/incidents",
+    response_model=list[IncidentPublic],
+    summary="Incidents, newest first",
+    description=(
+        "Filters combine with AND. `cause` matches any root cause, `entity` a root cause "
+        "entity, a symptom entity or a symptom device; `job` and `tenant` match affected "
+        "jobs; `since`/`until` keep the incidents active in the window (opened at or "
+        "before `until`, not resolved before `since`). The total is in `X-Total-Count`; "
+        "a `Link: <...>; rel=\"next\"` header points at the next page when there is one."
+    ),
+)
+def list_incidents(
+    request: Request,
+    response: Response,
+    session: SessionDep,
+    status: Annotated[IncidentStatus | None, Query(description="open or resolved")] = None,
+    cause: Annotated[CauseName | None, Query(description="a root cause (contract section 5)")] = None,
+    entity: Annotated[str | None, Query(description="an entity id or a device name")] = None,
+    job: Annotated[str | None, Query(description="an affected job id")] = None,
+    tenant: Annotated[str | None, Query(description="an affected job's tenant")] = None,
+    since: Annotated[str | None, Query(description=_TIME_HELP)] = None,
+    until: Annotated[str | None, Query(description=_TIME_HELP)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[dict]:
+    since_at, until_at = parse_time("since", since), parse_time("until", until)
+    if since_at and until_at and since_at > until_at:
+        raise _invalid("since", since, f"since ({since}) is after until ({until})")
+    filters: dict[str, Any] = {
+        "status": status, "cause": cause, "entity": entity, "job": job, "tenant": tenant,
+        "since": since_at, "until": until_at,
+    }  # fmt: skip
+    items = repository.list_incidents(session, **filters, limit=limit, offset=offset)
+    total = repository.count_incidents(session, **filters)
+    response.headers["X-Total-Count"] = str(total)
+    if offset + len(items) < total:
+        next_url = request.url.include_query_params(offset=offset + limit, limit=limit)
+        response.headers["Link"] = f'<{next_url}>; rel="next"'
+    return items
+
+
+@router.get(
+    "/incidents/{incident_id}",
+    response_model=IncidentPublic,
+    responses=_NOT_FOUND,
+    summary="One incident",
+)
+def get_incident(incident_id: str, session: SessionDep) -> dict:
+    incident = repository.get_incident(session, incident_id=incident_id)
+    if incident is None:
+        raise HTTPException(status_code=404, detail=f"no incident with id {incident_id!r}")
+    return incident
+
+
+@router.get(
+    "/jobs/{job_id}/incidents",
+    response_model=list[IncidentPublic],
+    summary="Incidents that affected a job, newest first",
+)
+def job_incidents(job_id: str, session: SessionDep) -> list[dict]:
+    return repository.job_incidents(session, job_id=job_id)
+
+
+@router.get(
+    "/topology",
+    response_model=dict[str, Any],
+    responses=_NOT_FOUND,
+    summary="The topology the incidents refer to",
+)
+def topology(request: Request, session: SessionDep) -> dict:
+    given = request.app.state.topology
+    document = given if given is not None else repository.load_topology(session)
+    if document is None:
+        raise HTTPException(
+            status_code=404,
+            detail="no topology: none was stored in the database and none was given to the server",
+        )
+    return document
+
+
+def parse_time(name: str, value: str | None) -> datetime | None:
+    """An RFC 3339 time or epoch seconds, as an aware UTC datetime; 422 names `name`.
+
+    A naive time is taken as UTC. A `+hh:mm` offset that arrived as ` hh:mm` (an
+    unencoded `+` in a query string) is repaired.
+    """
+    if value is None:
+        return None
+    text = re.sub(r"(\d\d:\d\d(?::\d\d(?:\.\d+)?)?) (\d\d:\d\d)$", r"\1+\2", value.strip())
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(seconds):
+            try:
+                return datetime.fromtimestamp(seconds, tz=timezone.utc)
+            except (OverflowError, OSError, ValueError):
+                pass
+        raise _invalid(name, value, f"{name} must be an {_TIME_HELP}; {value!r} is out of range")
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise _invalid(name, value, f"{name} must be an {_TIME_HELP}; got {value!r}") from None
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed
+
+
+def db_reason(exc: BaseException) -> str:
+    """A one-line reason for a database failure (the driver's message, not the SQL)."""
+    orig = getattr(exc, "orig", None)
+    return f"{type(orig or exc).__name__}: {orig or exc}"
+
+
+def _invalid(name: str, value: str | None, message: str) -> HTTPException:
+    """A 422 shaped like FastAPI's own validation errors, naming the query parameter."""
+    detail = [{"type": "value_error", "loc": ["query", name], "msg": message, "input": value}]
+    return HTTPException(status_code=422, detail=detail)

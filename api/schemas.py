@@ -1,0 +1,93 @@
+"""API shapes: the incident of contract section 6, as served by `GET /incidents`.
+
+Kept apart from the tables (`api/store/tables.py`): the store flattens entities and
+keeps times as datetimes, the API nests entities and serves times as the contract's
+RFC 3339 strings (`2025-11-29T07:08:10.000Z`, UTC, milliseconds). Field order here is
+the key order of the served JSON.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+IncidentStatus = Literal["open", "resolved"]
+Severity = Literal["critical", "major", "minor"]
+# The root causes of contract section 5 (the same tuple as engine.types.CAUSES).
+CauseName = Literal[
+    "link_flap",
+    "link_degraded",
+    "pfc_storm",
+    "congestion",
+    "microburst",
+    "nic_degraded",
+    "storage_slow",
+    "device_down",
+    "noisy_neighbor",
+]
+
+_TIME = "RFC 3339 UTC time with milliseconds, e.g. 2025-11-29T07:08:10.000Z"
+
+
+class _Public(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class EntityPublic(_Public):
+    kind: str = Field(description="link, interface, switch, host, storage or job")
+    id: str = Field(description="contract section 4 id, e.g. gpu001:eth0 or gpu001:eth0--leaf01:swp1")
+
+
+class RootCausePublic(_Public):
+    rank: int = Field(description="1 is the most likely cause")
+    cause: str = Field(description="one of the causes of contract section 5")
+    entity: EntityPublic
+    score: float = Field(description="confidence in [0, 1]")
+    evidence: list[dict[str, Any]] = Field(description="free-form facts behind the verdict")
+
+
+class AffectedJobPublic(_Public):
+    job_id: str
+    tenant: str
+    impact: str = Field(description="how the root cause touches the job")
+
+
+class SymptomPublic(_Public):
+    key: str
+    kind: str = Field(description="what was seen, e.g. pfc_pause_tx")
+    family: str
+    entity: EntityPublic
+    device: str
+    start: str = Field(description=_TIME)
+    last: str = Field(description=_TIME)
+    end: str | None = Field(description=f"{_TIME}; null while the symptom lasts")
+    severity: float
+    metrics: dict[str, Any]
+    rule: str
+
+
+class IncidentPublic(_Public):
+    id: str
+    status: IncidentStatus
+    severity: Severity
+    opened_at: str = Field(description=f"{_TIME}: when the first symptom happened (event time)")
+    updated_at: str = Field(description=_TIME)
+    resolved_at: str | None = Field(description=f"{_TIME}; null while open")
+    detected_at: str = Field(
+        description=f"{_TIME}: the event-time watermark when the engine first published it"
+    )
+    title: str
+    root_causes: list[RootCausePublic] = Field(description="ranked, best first")
+    affected_jobs: list[AffectedJobPublic]
+    symptoms: list[SymptomPublic]
+
+
+class HealthPublic(_Public):
+    status: Literal["ok", "error"]
+    db: Literal["ok", "error"]
+    incidents: int | None = Field(default=None, description="incidents stored")
+    detail: str | None = Field(default=None, description="why the database is not usable")
+
+
+class ErrorPublic(_Public):
+    detail: Any

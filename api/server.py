@@ -1,0 +1,69 @@
+"""Run the API with uvicorn: for good (`serve`) or for a test (`running_server`)."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+
+from api.app import create_app
+
+
+def serve(
+    *,
+    db_url: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    topology: dict | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve the API until interrupted (Ctrl-C / SIGTERM)."""
+    app = create_app(db_url=db_url, topology=topology)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+@contextmanager
+def running_server(
+    *, db_url: str, topology: dict | None = None, timeout: float = 10.0
+) -> Iterator[str]:
+    """A real server on 127.0.0.1 (a free port) in a background thread; yields its base URL.
+
+    The listening socket is bound before the server starts, so the port cannot be taken
+    in between. Returns once `/healthz` answers; stops the server on exit.
+    """
+    app = create_app(db_url=db_url, topology=topology)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"fabric-rca-api-{port}", daemon=True
+    )
+    thread.start()
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(base_url, thread, timeout=timeout)
+        yield base_url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=timeout)
+        sock.close()
+
+
+def _wait_until_up(base_url: str, thread: threading.Thread, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not thread.is_alive():
+            raise RuntimeError(f"the API server at {base_url} stopped while starting")
+        try:
+            httpx.get(f"{base_url}/healthz", timeout=1.0)
+            return  # any answer, even a 503, means the server is up
+        except httpx.TransportError:
+            time.sleep(0.02)
+    raise TimeoutError(f"the API server at {base_url} did not answer /healthz within {timeout}s")

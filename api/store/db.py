@@ -1,0 +1,114 @@
+"""Where the incident store lives: URL resolution, engine, schema.
+
+Nothing here runs at import time; `main` resolves the URL once and passes it down.
+Any SQLAlchemy URL works (`sqlite:///...`, `postgresql+psycopg://...`); a bare file
+path means a SQLite file.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+from sqlmodel import SQLModel, create_engine
+
+from api.store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+
+DEFAULT_DB_URL = "sqlite:///fabric-rca.db"
+DB_ENV = "FABRIC_RCA_DB"
+
+
+class StoreError(ValueError):
+    """The store cannot be opened or used; the message names the URL and the reason."""
+
+
+def resolve_db_url(flag: str | None, env: Mapping[str, str]) -> str:
+    """The `--db` flag, else `$FABRIC_RCA_DB`, else `sqlite:///fabric-rca.db`.
+
+    A value without `://` is a SQLite file path (`out/x.db` -> `sqlite:///out/x.db`).
+    """
+    value = (flag or "").strip() or (env.get(DB_ENV) or "").strip() or DEFAULT_DB_URL
+    if "://" in value:
+        return value
+    return f"sqlite:///{value}"
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`; for SQLite, shareable across threads, in WAL mode."""
+    parsed = _parse(url)
+    shown = parsed.render_as_string(hide_password=True)
+    kwargs: dict[str, Any] = {}
+    sqlite = parsed.get_backend_name() == "sqlite"
+    if sqlite:
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        if _sqlite_in_memory(parsed):
+            kwargs["poolclass"] = StaticPool  # one shared in-memory database
+        else:
+            _make_parent_dir(parsed, shown)
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except NoSuchModuleError as exc:
+        raise StoreError(
+            f"database URL {shown!r}: unknown database dialect or driver "
+            f"{parsed.drivername!r}"
+        ) from exc
+    except ImportError as exc:
+        raise StoreError(
+            f"database URL {shown!r}: the driver is not installed ({exc}); "
+            "for PostgreSQL install fabric-rca[postgres]"
+        ) from exc
+    except (ArgumentError, TypeError, ValueError) as exc:
+        raise StoreError(f"database URL {shown!r}: {exc}") from exc
+    if sqlite:
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def create_schema(engine: Engine) -> None:
+    """Create the tables that do not exist yet (safe to call on every start)."""
+    try:
+        SQLModel.metadata.create_all(engine)
+    except SQLAlchemyError as exc:
+        shown = engine.url.render_as_string(hide_password=True)
+        raise StoreError(f"database URL {shown!r}: cannot create the schema: {exc}") from exc
+
+
+def _parse(url: str) -> URL:
+    if not url or "://" not in url:
+        raise StoreError(
+            f"database URL {url!r}: not a URL (expected e.g. sqlite:///fabric-rca.db "
+            "or postgresql+psycopg://user@host/db)"
+        )
+    try:
+        return make_url(url)
+    except (ArgumentError, ValueError) as exc:
+        raise StoreError(f"database URL {url!r}: cannot be parsed: {exc}") from exc
+
+
+def _sqlite_in_memory(url: URL) -> bool:
+    return url.database in (None, "", ":memory:") or "mode=memory" in str(url.query)
+
+
+def _make_parent_dir(url: URL, shown: str) -> None:
+    parent = Path(url.database or "").parent
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"database URL {shown!r}: cannot create directory {str(parent)!r}: {exc}"
+        ) from exc
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()

@@ -1,0 +1,368 @@
+"""Incident store: write the engine's incident dicts, read them back in the same shape.
+
+The engine hands over incidents as plain dicts in the contract (section 6) shape;
+this module is the one place that turns them into rows and rows back into dicts.
+Every function takes the session first and everything else by keyword.
+
+Time window filters (`since`, `until`) select the incidents *active* in the window:
+opened at or before `until`, and not resolved before `since` (still open, or
+resolved at or after `since`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+from sqlalchemy import ColumnElement, delete, func, insert, or_
+from sqlmodel import Session, SQLModel, col, select
+
+from api.store.db import StoreError
+from api.store.tables import AffectedJobRow, IncidentRow, RootCauseRow, SymptomRow, TopologyRow
+
+_CHUNK = 500  # ids per IN (...) clause, well under SQLite's bound-parameter limit
+_CHILDREN = (RootCauseRow, AffectedJobRow, SymptomRow)
+_Row = TypeVar("_Row", RootCauseRow, AffectedJobRow, SymptomRow)
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def upsert_incidents(session: Session, *, incidents: list[dict]) -> int:
+    """Store incidents, replacing any stored incident with the same id (and its children).
+
+    One transaction per call. Writing the same incidents twice leaves the same content.
+    If an id appears more than once in `incidents`, the last one wins.
+    Returns the number of distinct incidents written.
+    """
+    latest = {_require(inc, "id", "?"): inc for inc in incidents}
+    if not latest:
+        return 0
+    records = [_IncidentRecord.from_dict(inc) for inc in latest.values()]
+    try:
+        for ids in _chunks(list(latest)):
+            for table in (*_CHILDREN, IncidentRow):
+                key = IncidentRow.id if table is IncidentRow else table.incident_id  # type: ignore[attr-defined]
+                stmt = delete(table).where(col(key).in_(ids))
+                session.exec(stmt.execution_options(synchronize_session=False))
+        _bulk_insert(session, IncidentRow, [r.incident for r in records])
+        _bulk_insert(session, RootCauseRow, [c for r in records for c in r.root_causes])
+        _bulk_insert(session, AffectedJobRow, [j for r in records for j in r.affected_jobs])
+        _bulk_insert(session, SymptomRow, [s for r in records for s in r.symptoms])
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    return len(records)
+
+
+def save_topology(session: Session, *, document: dict) -> None:
+    """Replace the stored topology snapshot."""
+    session.merge(TopologyRow(id=1, document=document))
+    session.commit()
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def get_incident(session: Session, *, incident_id: str) -> dict | None:
+    row = session.get(IncidentRow, incident_id)
+    return None if row is None else _with_children(session, [row])[0]
+
+
+def list_incidents(
+    session: Session,
+    *,
+    status: str | None = None,
+    cause: str | None = None,
+    entity: str | None = None,
+    job: str | None = None,
+    tenant: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int | None = 50,
+    offset: int = 0,
+) -> list[dict]:
+    """Incidents matching every given filter, newest first (opened_at, then id, descending).
+
+    `cause` matches any root cause of an incident; `entity` matches a root cause
+    entity id, a symptom entity id or a symptom device; `job` and `tenant` match an
+    affected job; `since`/`until` keep the incidents active in that window (see the
+    module docstring). `limit=None` means no limit.
+    """
+    if offset < 0 or (limit is not None and limit < 0):
+        raise ValueError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
+    conditions = _conditions(
+        status=status, cause=cause, entity=entity, job=job, tenant=tenant, since=since, until=until
+    )
+    stmt = (
+        select(IncidentRow)
+        .where(*conditions)
+        .order_by(col(IncidentRow.opened_at).desc(), col(IncidentRow.id).desc())
+        .offset(offset)
+        .limit(limit)
+    )
+    return _with_children(session, list(session.exec(stmt)))
+
+
+def count_incidents(
+    session: Session,
+    *,
+    status: str | None = None,
+    cause: str | None = None,
+    entity: str | None = None,
+    job: str | None = None,
+    tenant: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> int:
+    """How many incidents `list_incidents` would return with the same filters and no limit."""
+    conditions = _conditions(
+        status=status, cause=cause, entity=entity, job=job, tenant=tenant, since=since, until=until
+    )
+    stmt = select(func.count()).select_from(IncidentRow).where(*conditions)
+    return int(session.exec(stmt).one())
+
+
+def job_incidents(session: Session, *, job_id: str) -> list[dict]:
+    """Every incident that affected the job, newest first."""
+    return list_incidents(session, job=job_id, limit=None)
+
+
+def load_topology(session: Session) -> dict | None:
+    row = session.get(TopologyRow, 1)
+    return None if row is None else row.document
+
+
+def _conditions(
+    *,
+    status: str | None,
+    cause: str | None,
+    entity: str | None,
+    job: str | None,
+    tenant: str | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> list[ColumnElement[bool]]:
+    incident_id = col(IncidentRow.id)
+    out: list[ColumnElement[bool]] = []
+    if status is not None:
+        out.append(col(IncidentRow.status) == status)
+    if cause is not None:
+        out.append(incident_id.in_(_ids_of(RootCauseRow, col(RootCauseRow.cause) == cause)))
+    if entity is not None:
+        by_cause = _ids_of(RootCauseRow, col(RootCauseRow.entity_id) == entity)
+        by_symptom = _ids_of(
+            SymptomRow, or_(col(SymptomRow.entity_id) == entity, col(SymptomRow.device) == entity)
+        )
+        out.append(or_(incident_id.in_(by_cause), incident_id.in_(by_symptom)))
+    if job is not None:
+        out.append(incident_id.in_(_ids_of(AffectedJobRow, col(AffectedJobRow.job_id) == job)))
+    if tenant is not None:
+        out.append(incident_id.in_(_ids_of(AffectedJobRow, col(AffectedJobRow.tenant) == tenant)))
+    if until is not None:
+        out.append(col(IncidentRow.opened_at) <= _aware(until))
+    if since is not None:
+        resolved_at = col(IncidentRow.resolved_at)
+        out.append(or_(resolved_at.is_(None), resolved_at >= _aware(since)))
+    return out
+
+
+def _ids_of(table: type[SQLModel], condition: ColumnElement[bool]) -> Any:
+    return select(table.incident_id).where(condition)  # type: ignore[attr-defined]
+
+
+def _with_children(session: Session, rows: Sequence[IncidentRow]) -> list[dict]:
+    ids = [row.id for row in rows]
+    causes = _children(session, RootCauseRow, ids, order=(RootCauseRow.rank, RootCauseRow.position))
+    jobs = _children(session, AffectedJobRow, ids, order=(AffectedJobRow.position,))
+    symptoms = _children(session, SymptomRow, ids, order=(SymptomRow.position,))
+    return [
+        _incident_dict(row, causes[row.id], jobs[row.id], symptoms[row.id]) for row in rows
+    ]
+
+
+def _children(
+    session: Session, table: type[_Row], ids: list[str], *, order: tuple[Any, ...]
+) -> dict[str, list[_Row]]:
+    out: dict[str, list[_Row]] = defaultdict(list)
+    for chunk in _chunks(ids):
+        stmt = select(table).where(col(table.incident_id).in_(chunk)).order_by(*order)
+        for child in session.exec(stmt):
+            out[child.incident_id].append(child)
+    return out
+
+
+# ------------------------------------------------------------- dict <-> row, one place
+
+
+@dataclass
+class _IncidentRecord:
+    """An incident dict as column mappings, ready for a bulk insert."""
+
+    incident: dict[str, Any]
+    root_causes: list[dict[str, Any]] = field(default_factory=list)
+    affected_jobs: list[dict[str, Any]] = field(default_factory=list)
+    symptoms: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, inc: dict) -> _IncidentRecord:
+        iid = str(_require(inc, "id", "?"))
+        causes = [_cause_columns(iid, pos, rc) for pos, rc in enumerate(inc.get("root_causes") or [])]
+        top = min(causes, key=lambda c: (c["rank"], c["position"]), default=None)
+        incident = {
+            "id": iid,
+            "status": _require(inc, "status", iid),
+            "severity": _require(inc, "severity", iid),
+            "opened_at": _time(_require(inc, "opened_at", iid), iid, "opened_at"),
+            "updated_at": _time(_require(inc, "updated_at", iid), iid, "updated_at"),
+            "resolved_at": _time(inc.get("resolved_at"), iid, "resolved_at"),
+            "detected_at": _time(_require(inc, "detected_at", iid), iid, "detected_at"),
+            "title": _require(inc, "title", iid),
+            "top_cause": top["cause"] if top else None,
+            "top_entity_kind": top["entity_kind"] if top else None,
+            "top_entity_id": top["entity_id"] if top else None,
+        }
+        jobs = [_job_columns(iid, pos, j) for pos, j in enumerate(inc.get("affected_jobs") or [])]
+        symptoms = [_symptom_columns(iid, pos, s) for pos, s in enumerate(inc.get("symptoms") or [])]
+        return cls(incident, causes, jobs, symptoms)
+
+
+def _cause_columns(iid: str, position: int, rc: dict) -> dict[str, Any]:
+    entity = _require(rc, "entity", iid)
+    return {
+        "incident_id": iid,
+        "position": position,
+        "rank": int(_require(rc, "rank", iid)),
+        "cause": _require(rc, "cause", iid),
+        "entity_kind": _require(entity, "kind", iid),
+        "entity_id": _require(entity, "id", iid),
+        "score": float(_require(rc, "score", iid)),
+        "evidence": list(rc.get("evidence") or []),
+    }
+
+
+def _job_columns(iid: str, position: int, job: dict) -> dict[str, Any]:
+    return {
+        "incident_id": iid,
+        "position": position,
+        "job_id": str(_require(job, "job_id", iid)),
+        "tenant": _require(job, "tenant", iid),
+        "impact": _require(job, "impact", iid),
+    }
+
+
+def _symptom_columns(iid: str, position: int, s: dict) -> dict[str, Any]:
+    entity = _require(s, "entity", iid)
+    return {
+        "incident_id": iid,
+        "position": position,
+        "key": _require(s, "key", iid),
+        "kind": _require(s, "kind", iid),
+        "family": _require(s, "family", iid),
+        "entity_kind": _require(entity, "kind", iid),
+        "entity_id": _require(entity, "id", iid),
+        "device": _require(s, "device", iid),
+        "start": _time(_require(s, "start", iid), iid, "symptom start"),
+        "last": _time(_require(s, "last", iid), iid, "symptom last"),
+        "end": _time(s.get("end"), iid, "symptom end"),
+        "severity": float(_require(s, "severity", iid)),
+        "metrics": dict(s.get("metrics") or {}),
+        "rule": s.get("rule") or "",
+    }
+
+
+def _incident_dict(
+    row: IncidentRow,
+    causes: list[RootCauseRow],
+    jobs: list[AffectedJobRow],
+    symptoms: list[SymptomRow],
+) -> dict:
+    return {
+        "id": row.id,
+        "status": row.status,
+        "severity": row.severity,
+        "opened_at": rfc3339(row.opened_at),
+        "updated_at": rfc3339(row.updated_at),
+        "resolved_at": rfc3339(row.resolved_at),
+        "detected_at": rfc3339(row.detected_at),
+        "title": row.title,
+        "root_causes": [
+            {
+                "rank": rc.rank,
+                "cause": rc.cause,
+                "entity": {"kind": rc.entity_kind, "id": rc.entity_id},
+                "score": rc.score,
+                "evidence": rc.evidence,
+            }
+            for rc in causes
+        ],
+        "affected_jobs": [
+            {"job_id": j.job_id, "tenant": j.tenant, "impact": j.impact} for j in jobs
+        ],
+        "symptoms": [
+            {
+                "key": s.key,
+                "kind": s.kind,
+                "family": s.family,
+                "entity": {"kind": s.entity_kind, "id": s.entity_id},
+                "device": s.device,
+                "start": rfc3339(s.start),
+                "last": rfc3339(s.last),
+                "end": rfc3339(s.end),
+                "severity": s.severity,
+                "metrics": s.metrics,
+                "rule": s.rule,
+            }
+            for s in symptoms
+        ],
+    }
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    """`2025-11-29T07:08:10.000Z`: UTC, milliseconds, `Z` (the contract's time format)."""
+    if value is None:
+        return None
+    utc = _aware(value).astimezone(timezone.utc)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _time(value: Any, incident_id: str, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return _aware(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=timezone.utc)
+    if isinstance(value, str):
+        try:
+            return _aware(datetime.fromisoformat(value))
+        except ValueError:
+            pass
+    raise StoreError(f"incident {incident_id!r}: {what} {value!r} is not an RFC 3339 time")
+
+
+def _aware(value: datetime) -> datetime:
+    """A naive datetime is taken as UTC (the contract has no local times)."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def _require(d: Any, key: str, incident_id: str) -> Any:
+    if not isinstance(d, dict):
+        raise StoreError(f"incident {incident_id!r}: expected an object holding {key!r}, got {d!r}")
+    if d.get(key) is None:
+        raise StoreError(f"incident {incident_id!r}: missing {key!r}")
+    return d[key]
+
+
+def _bulk_insert(session: Session, table: type[SQLModel], rows: list[dict[str, Any]]) -> None:
+    if rows:  # an INSERT with no parameter sets would insert one row of defaults
+        session.exec(insert(table), params=rows)
+
+
+def _chunks(items: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+

@@ -1,0 +1,204 @@
+"""Stage 4: correlate symptoms into incidents over the topology, then rank and publish.
+
+A new symptom joins the open incident whose leading cause explains it, or one whose
+symptoms are close to it in time and in the graph; otherwise it founds a new incident.
+An incident is published once it holds a symptom that may open an incident and has
+settled for `settle_s` of event time, and resolves after its symptoms have been quiet for
+`resolve_after_s`. Everything runs on event time passed in by `advance`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable
+
+from engine.impact import affected_jobs
+from engine.incidents import Incident, SeverityPolicy, incident_id
+from engine.jobs import JobBook
+from engine.rank import Context, explain, rank
+from engine.topology import Topology
+from engine.types import Entity, Job, Symptom
+
+SURGE_RULE = "job_traffic_surge"
+
+
+@dataclass(frozen=True)
+class CorrelationConfig:
+    window_s: float = 30.0  # a symptom joins an incident active this recently
+    hops: int = 2  # ... whose symptoms are this close in the device graph
+    settle_s: float = 2.0  # wait this long for related symptoms before publishing
+    resolve_after_s: float = 60.0  # quiet time after which an incident resolves
+    min_score: float = 0.15  # publish only when the leading cause scores at least this
+    surge_fraction: float = 0.5  # share of a job's hosts saturating that makes a job surge
+    severity: SeverityPolicy = SeverityPolicy()
+
+
+@dataclass
+class Correlator:
+    topology: Topology
+    jobs: JobBook
+    opens_incident: Callable[[str], bool]  # rule id -> may this symptom open an incident?
+    config: CorrelationConfig = CorrelationConfig()
+    watermark: float = float("-inf")
+    open: dict[str, Incident] = field(default_factory=dict)
+    home: dict[str, str] = field(default_factory=dict)  # symptom key -> incident id
+    saturated: dict[str, Symptom] = field(default_factory=dict)  # host -> nic_tx_saturated
+    surges: dict[str, Symptom] = field(default_factory=dict)  # job id -> surge symptom
+    opened: int = 0
+    resolved: int = 0
+    _changes: list[dict] = field(default_factory=list)
+
+    # --- input -----------------------------------------------------------------------
+    def add(self, symptom: Symptom) -> None:
+        """A symptom started or ended (the same key again means an update)."""
+        s = dataclasses.replace(symptom, metrics=dict(symptom.metrics))
+        if s.kind == "nic_tx_saturated":
+            if s.end is None:
+                self.saturated[s.device] = s
+            elif self.saturated.get(s.device, s).key == s.key:
+                self.saturated.pop(s.device, None)
+        owner = self.home.get(s.key)
+        if owner is not None:
+            inc = self.open.get(owner)
+            if inc is not None:
+                inc.symptoms[s.key] = s
+                inc.dirty = True
+            return
+        inc = self._place(s)
+        if inc is None:
+            inc = Incident(id=incident_id(s.key), opened_at=s.start, updated_at=s.start, received_at=self.watermark)
+            self.open[inc.id] = inc
+        inc.symptoms[s.key] = s
+        inc.opened_at = min(inc.opened_at, s.start)
+        inc.dirty = True
+        self.home[s.key] = inc.id
+        if self.opens_incident(s.rule) and not hasattr(inc, "_opening_at"):
+            inc.received_at = self.watermark
+            inc.__dict__["_opening_at"] = True
+
+    def _place(self, s: Symptom) -> Incident | None:
+        best: tuple[float, float, Incident] | None = None
+        ctx = self._context()
+        for inc in self.open.values():
+            if inc.status != "open" or s.start > inc.last_activity + self.config.window_s:
+                continue
+            strength = 0.0
+            if inc.root_causes:
+                top = inc.root_causes[0]
+                e = explain(top.cause, top.entity, s, ctx)
+                strength = e if e >= 0.5 else 0.0
+            if strength == 0.0 and self._near(inc, s):
+                strength = 0.4
+            if strength and (best is None or (strength, -inc.opened_at) > (best[0], best[1])):
+                best = (strength, -inc.opened_at, inc)
+        return best[2] if best else None
+
+    def _locus(self, s: Symptom) -> set[str]:
+        if s.entity.kind == "job":
+            job = self.jobs.get(s.entity.id)
+            return set(job.hosts) if job else set()
+        return {s.device}
+
+    def _near(self, inc: Incident, s: Symptom) -> bool:
+        mine = self._locus(s)
+        for other in inc.symptoms.values():
+            for a in self._locus(other):
+                for b in mine:
+                    if a == b:
+                        return True
+                    d = self.topology.distance(a, b)
+                    if d is not None and d <= self.config.hops:
+                        return True
+        return False
+
+    def _context(self) -> Context:
+        return Context(self.topology, tuple(self.jobs.running(self.watermark)) if self.watermark > 0 else ())
+
+    # --- time ------------------------------------------------------------------------
+    def advance(self, watermark: float) -> None:
+        """Event time reached `watermark`: derive job surges, rank, publish, resolve."""
+        if watermark <= self.watermark:
+            return
+        self.watermark = watermark
+        self._job_surges()
+        ctx = self._context()
+        for inc in list(self.open.values()):
+            if inc.dirty:
+                self._rerank(inc, ctx)
+            if not inc.published:
+                if inc.__dict__.get("_opening_at") and watermark >= inc.received_at + self.config.settle_s \
+                        and inc.root_causes and inc.root_causes[0].score >= self.config.min_score:
+                    inc.detected_at = watermark
+                    inc.updated_at = watermark
+                    self.opened += 1
+                    self._emit(inc)
+                elif inc.quiet and watermark - inc.last_activity >= self.config.resolve_after_s:
+                    self._forget(inc)  # never became an incident
+                continue
+            if inc.quiet and watermark - inc.last_activity >= self.config.resolve_after_s:
+                inc.status = "resolved"
+                inc.resolved_at = inc.last_activity + self.config.resolve_after_s
+                inc.updated_at = watermark
+                self.resolved += 1
+                self._emit(inc)
+                self._forget(inc)
+            elif inc.dirty:
+                inc.updated_at = watermark
+                self._emit(inc)
+            inc.dirty = False
+
+    def _rerank(self, inc: Incident, ctx: Context) -> None:
+        symptoms = list(inc.symptoms.values())
+        inc.root_causes = rank(symptoms, ctx)
+        if not inc.root_causes:
+            return
+        top = inc.root_causes[0]
+        running = {j.job_id: j for j in self.jobs.running(inc.opened_at)}
+        running.update({j.job_id: j for j in ctx.jobs})
+        inc.affected_jobs = affected_jobs(cause=top.cause, entity=top.entity, jobs=running.values(), topology=self.topology)
+        hosts = {h for j in inc.affected_jobs for h in running[j.job_id].hosts}
+        hosts |= {s.device for s in symptoms if self.topology.role(s.device) == "host"}
+        inc.hosts_affected = len(hosts)
+        inc.severity = self.config.severity.grade(jobs=len(inc.affected_jobs), hosts=len(hosts))
+
+    def _job_surges(self) -> None:
+        running = self.jobs.running(self.watermark)
+        live = set()
+        for job in running:
+            if len(job.hosts) < 2:
+                continue
+            hot = [self.saturated[h] for h in job.hosts if h in self.saturated]
+            fraction = len(hot) / len(job.hosts)
+            if fraction >= self.config.surge_fraction:
+                live.add(job.job_id)
+                if job.job_id not in self.surges:
+                    start = min(s.start for s in hot)
+                    sym = Symptom(
+                        key=f"{SURGE_RULE}@{job.job_id}@{start:.3f}", kind="job_traffic_surge", family="job_surge",
+                        entity=Entity("job", job.job_id), device="", start=start, last=self.watermark,
+                        severity=0.8, metrics={"saturated_hosts": float(len(hot)), "fraction": round(fraction, 3)},
+                        rule=SURGE_RULE,
+                    )
+                    self.surges[job.job_id] = sym
+                    self.add(sym)
+        for job_id in list(self.surges):
+            if job_id not in live:
+                sym = self.surges.pop(job_id)
+                sym.end = sym.last = self.watermark
+                self.add(sym)
+
+    def _emit(self, inc: Incident) -> None:
+        self._changes.append(inc.to_dict())
+
+    def _forget(self, inc: Incident) -> None:
+        del self.open[inc.id]
+        for key in inc.symptoms:
+            self.home.pop(key, None)
+
+    def update_job(self, job: Job) -> None:
+        self.jobs.update(job)
+
+    def drain(self) -> list[dict]:
+        """Incident changes (contract JSON) since the last drain, in order."""
+        out, self._changes = self._changes, []
+        return out

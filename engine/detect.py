@@ -1,0 +1,169 @@
+"""Stage 3: features -> symptoms, by the rules, with state per (rule, entity).
+
+A rule's symptom starts when its condition held in `hits` samples within `within_s`
+and ends after `clear_s` without a hit; a silence rule raises a symptom on a device that
+stopped reporting. Time is the event time of the records and of `advance(watermark)`:
+no wall clock.
+"""
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.features import MEASUREMENTS, FeatureExtractor, plan
+from engine.types import Entity, Metric, Symptom
+from rules.schema import Rule, RuleSet
+
+_FIELD = re.compile(r"\{([A-Za-z0-9_]+)\}")
+
+
+def _template(text: str) -> list[tuple[bool, str]]:
+    parts, pos = [], 0
+    for m in _FIELD.finditer(text):
+        if m.start() > pos:
+            parts.append((False, text[pos:m.start()]))
+        parts.append((True, m.group(1)))
+        pos = m.end()
+    if pos < len(text):
+        parts.append((False, text[pos:]))
+    return parts
+
+
+def symptom_key(rule_id: str, entity_id: str, start: float) -> str:
+    return f"{rule_id}@{entity_id}@{start:.3f}"
+
+
+@dataclass
+class Detector:
+    rules: RuleSet
+    roles: dict[str, str] = field(default_factory=dict)  # device -> role, for silence rules
+    extractor: FeatureExtractor = field(init=False)
+    active: dict[tuple[str, str], Symptom] = field(default_factory=dict)
+    hits: dict[tuple[str, str], deque] = field(default_factory=dict)
+    last_seen: dict[str, float] = field(default_factory=dict)
+    silent: dict[str, Symptom] = field(default_factory=dict)
+    clock: float = float("-inf")  # newest event time processed
+    unresolved_entities: int = 0
+    _rules_of: dict[str, Rule] = field(default_factory=dict)
+    _templates: dict[str, list] = field(default_factory=dict)
+    _out: list[Symptom] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.extractor = FeatureExtractor(
+            {m: plan(m, self.rules.features_needed(m)) for m in self.rules.by_measurement}
+        )
+        for r in self.rules.rules:
+            self._rules_of[r.id] = r
+            self._templates[r.id] = _template(r.entity)
+
+    def process(self, metric: Metric) -> None:
+        """One record, in event-time order. Symptoms started or ended go to `drain()`."""
+        ts = metric.ts
+        host = metric.tags["host"]
+        if ts > self.clock:
+            self.clock = ts
+        self.last_seen[host] = ts
+        if host in self.silent:
+            sym = self.silent.pop(host)
+            sym.end = ts
+            self._out.append(sym)
+        rules = self.rules.by_measurement.get(metric.name)
+        if not rules:
+            return
+        feats = self.extractor.extract(metric)
+        if not feats:
+            return
+        for rule in rules:
+            if rule.matches(feats):
+                self._hit(rule, metric, feats)
+
+    def _hit(self, rule: Rule, metric: Metric, feats: dict) -> None:
+        eid = self._entity(rule, metric)
+        if eid is None:
+            self.unresolved_entities += 1
+            return
+        ts = metric.ts
+        key = (rule.id, eid)
+        sym = self.active.get(key)
+        if sym is None:
+            dq = self.hits.get(key)
+            if dq is None:
+                dq = self.hits[key] = deque()
+            dq.append(ts)
+            while dq[0] < ts - rule.within_s:
+                dq.popleft()
+            if len(dq) < rule.hits:
+                return
+            del self.hits[key]
+            sym = Symptom(
+                key=symptom_key(rule.id, eid, dq[0]), kind=rule.symptom, family=rule.family,
+                entity=Entity(rule.entity_kind, eid), device=metric.tags["host"],
+                start=dq[0], last=ts, severity=rule.severity, rule=rule.id,
+            )
+            self.active[key] = sym
+            self._out.append(sym)
+        sym.last = ts
+        peaks = sym.metrics
+        for f in rule.features:
+            v = feats.get(f)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > peaks.get(f, float("-inf")):
+                peaks[f] = float(v)
+
+    def _entity(self, rule: Rule, metric: Metric) -> str | None:
+        out = []
+        tags, fields = metric.tags, metric.fields
+        for is_field, text in self._templates[rule.id]:
+            if not is_field:
+                out.append(text)
+                continue
+            v = tags.get(text)
+            if v is None:
+                v = fields.get(text)
+            if v is None or v == "":
+                return None
+            out.append(str(v))
+        return "".join(out)
+
+    def advance(self, watermark: float) -> None:
+        """Event time has reached `watermark`: end quiet symptoms, raise silences."""
+        now = min(watermark, self.clock)
+        for key, sym in list(self.active.items()):
+            if sym.last < now - self._rules_of[key[0]].clear_s:
+                sym.end = sym.last
+                del self.active[key]
+                self._out.append(sym)
+        for key, dq in list(self.hits.items()):
+            if dq[-1] < now - self._rules_of[key[0]].within_s:
+                del self.hits[key]
+        for rule in self.rules.silence:
+            for device, seen in self.last_seen.items():
+                if device in self.silent or self.roles.get(device) not in rule.roles:
+                    continue
+                if now - seen >= rule.after_s:
+                    sym = Symptom(
+                        key=symptom_key(rule.id, device, seen), kind=rule.symptom, family=rule.family,
+                        entity=Entity("switch", device), device=device, start=seen, last=now,
+                        severity=rule.severity, metrics={"silent_s": now - seen}, rule=rule.id,
+                    )
+                    self.silent[device] = sym
+                    self._out.append(sym)
+        for sym in self.silent.values():
+            sym.last = now
+            sym.metrics["silent_s"] = now - sym.start
+
+    def drain(self) -> list[Symptom]:
+        """Symptoms that started or ended since the last drain, in order of occurrence."""
+        out, self._out = self._out, []
+        return out
+
+    def finish(self) -> None:
+        """End of input: every active symptom ends at its last hit."""
+        for sym in self.active.values():
+            sym.end = sym.last
+            self._out.append(sym)
+        self.active.clear()
+        for sym in self.silent.values():
+            sym.end = sym.last
+            self._out.append(sym)
+        self.silent.clear()

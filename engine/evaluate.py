@@ -1,0 +1,183 @@
+"""Diagnosis quality against a scenario's truth (what the generator injected).
+
+Each incident is assigned to the injected fault it is about (the fault whose cause and
+entity it ranks best, among faults it overlaps in time); a fault's primary incident is
+the best-ranked one assigned to it. Further incidents for the same fault, and incidents
+that match no fault, are false incidents.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+
+SLACK_BEFORE_S = 15.0
+SLACK_AFTER_S = 60.0
+
+
+def ts(text: str | None) -> float | None:
+    return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass
+class FaultResult:
+    scenario: str
+    cause: str
+    entity: str
+    detected: bool
+    rank: int | None  # rank of the true cause+entity in the primary incident (None: absent)
+    delay_s: float | None
+    jobs_tp: int
+    jobs_fp: int
+    jobs_fn: int
+    top_cause: str | None = None
+    top_entity: str | None = None
+
+
+@dataclass
+class ScenarioResult:
+    scenario: str
+    clean: bool
+    hours: float
+    faults: list[FaultResult] = field(default_factory=list)
+    incidents: int = 0
+    false_incidents: int = 0
+
+
+def _rank_of(incident: dict, cause: str, entity: str) -> int | None:
+    for rc in incident["root_causes"]:
+        if rc["cause"] == cause and rc["entity"]["id"] == entity:
+            return rc["rank"]
+    return None
+
+
+def score_scenario(truth: dict, incidents: list[dict]) -> ScenarioResult:
+    faults = truth.get("faults", [])
+    result = ScenarioResult(truth["scenario"], bool(truth.get("clean")), truth["duration_s"] / 3600.0,
+                            incidents=len(incidents))
+    assigned: dict[int, list[tuple[int, float, dict]]] = {i: [] for i in range(len(faults))}
+    for inc in incidents:
+        opened = ts(inc["opened_at"])
+        best = None
+        for i, f in enumerate(faults):
+            if not f["start"] - SLACK_BEFORE_S <= opened <= f["end"] + SLACK_AFTER_S:
+                continue
+            rank = _rank_of(inc, f["cause"], f["entity"]["id"]) or 99
+            key = (rank, abs(opened - f["start"]))
+            if best is None or key < best[0]:
+                best = (key, i)
+        if best is None:
+            result.false_incidents += 1
+        else:
+            assigned[best[1]].append((best[0][0], opened, inc))
+    for i, f in enumerate(faults):
+        mine = sorted(assigned[i], key=lambda x: (x[0], x[1]))
+        result.false_incidents += max(0, len(mine) - 1)
+        truth_jobs = set(f.get("affected_jobs", []))
+        if not mine:
+            result.faults.append(FaultResult(truth["scenario"], f["cause"], f["entity"]["id"], False, None, None,
+                                             0, 0, len(truth_jobs)))
+            continue
+        rank, _, inc = mine[0]
+        got = {j["job_id"] for j in inc["affected_jobs"]}
+        top = inc["root_causes"][0] if inc["root_causes"] else None
+        result.faults.append(FaultResult(
+            truth["scenario"], f["cause"], f["entity"]["id"], True, rank if rank != 99 else None,
+            ts(inc["detected_at"]) - f["start"] if inc.get("detected_at") else None,
+            len(got & truth_jobs), len(got - truth_jobs), len(truth_jobs - got),
+            top["cause"] if top else None, top["entity"]["id"] if top else None,
+        ))
+    return result
+
+
+@dataclass
+class Summary:
+    faults: int
+    recall: float | None
+    top1: float | None
+    top3: float | None
+    precision: float | None
+    false_per_hour: float | None
+    job_precision: float | None
+    job_recall: float | None
+    job_f1: float | None
+    delay_median: float | None
+    delay_p90: float | None
+
+
+def _ratio(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def summarize(results: list[ScenarioResult], *, cause: str | None = None) -> Summary:
+    faults = [f for r in results for f in r.faults if cause is None or f.cause == cause]
+    detected = [f for f in faults if f.detected]
+    tp = sum(f.jobs_tp for f in faults)
+    fp = sum(f.jobs_fp for f in faults)
+    fn = sum(f.jobs_fn for f in faults)
+    jp, jr = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+    if tp + fp + fn == 0:
+        jp = jr = 1.0 if faults else None
+    f1 = 2 * jp * jr / (jp + jr) if jp is not None and jr is not None and (jp + jr) else (0.0 if faults else None)
+    delays = sorted(f.delay_s for f in detected if f.delay_s is not None)
+    if cause is None:
+        incidents = sum(r.incidents for r in results)
+        false = sum(r.false_incidents for r in results)
+        clean = [r for r in results if r.clean]
+        clean_hours = sum(r.hours for r in clean)
+        precision = _ratio(incidents - false, incidents) if incidents else (1.0 if results else None)
+        fph = sum(r.false_incidents for r in clean) / clean_hours if clean_hours else None
+    else:
+        precision = fph = None
+    return Summary(
+        faults=len(faults),
+        recall=_ratio(len(detected), len(faults)),
+        top1=_ratio(sum(1 for f in faults if f.rank == 1), len(faults)),
+        top3=_ratio(sum(1 for f in faults if f.rank is not None and f.rank <= 3), len(faults)),
+        precision=precision,
+        false_per_hour=fph,
+        job_precision=jp, job_recall=jr, job_f1=f1,
+        delay_median=statistics.median(delays) if delays else None,
+        delay_p90=delays[min(len(delays) - 1, int(0.9 * len(delays)))] if delays else None,
+    )
+
+
+COLUMNS = ("faults", "recall", "top1", "top3", "precision", "false_per_hour", "job_precision", "job_recall",
+           "job_f1", "delay_median", "delay_p90")
+HEADERS = ("faults", "recall", "top-1", "top-3", "inc. precision", "false inc./h (clean)", "job P", "job R",
+           "job F1", "delay p50 s", "delay p90 s")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def table(results: list[ScenarioResult], *, markdown: bool = False) -> str:
+    causes = sorted({f.cause for r in results for f in r.faults})
+    rows = [(c, summarize(results, cause=c)) for c in causes] + [("overall", summarize(results))]
+    head = ("cause",) + HEADERS
+    body = [(name,) + tuple(_fmt(getattr(s, c)) for c in COLUMNS) for name, s in rows]
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        return "\n".join(lines)
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    return "\n".join("  ".join(x[i].rjust(widths[i]) if i else x[i].ljust(widths[i]) for i in range(len(head)))
+                     for x in [head, *body])
+
+
+def misses(results: list[ScenarioResult]) -> list[str]:
+    """One line per fault not ranked first, for a person to look into."""
+    out = []
+    for r in results:
+        for f in r.faults:
+            if f.rank != 1:
+                got = f"{f.top_cause} {f.top_entity}" if f.detected else "not detected"
+                out.append(f"{r.scenario}: {f.cause} {f.entity}: rank {f.rank or '-'}; top-1 was {got}")
+        if r.false_incidents:
+            out.append(f"{r.scenario}: {r.false_incidents} false incident(s)")
+    return out

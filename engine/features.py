@@ -1,0 +1,273 @@
+"""Stage 2: counters -> rates, gauges -> values, plus a few derived features.
+
+The catalogue below is contract section 2 written as data: which fields are cumulative
+counters (C), gauges (G) or event fields (E) for each measurement, and how the entity id
+is formed. Rules name features: a counter `x` becomes the feature `x_rate` (per second),
+a gauge or event field keeps its name, and derived features combine them.
+
+Only the features some rule (or model) needs are computed: the hot path does no work for
+fields nobody reads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+PRIOS = range(8)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str
+    entity_kind: str
+    entity: str  # template over tags (then fields)
+    counters: frozenset[str]
+    gauges: frozenset[str]
+
+
+def _m(name, kind, entity, counters, gauges) -> Measurement:
+    return Measurement(name, kind, entity, frozenset(counters), frozenset(gauges))
+
+
+MEASUREMENTS: dict[str, Measurement] = {
+    m.name: m
+    for m in (
+        _m(
+            "switch_port", "interface", "{host}:{interface}",
+            ["if_in_octets", "if_out_octets", "if_in_ucast_pkts", "if_out_ucast_pkts", "if_in_errors",
+             "if_in_discards", "if_out_discards", "if_in_fec_correctable_frames",
+             "if_in_fec_not_correctable_frames", "if_in_fec_symbol_errors", "wred_dropped_packets",
+             "ecn_marked_packets", "carrier_changes"]
+            + [f"pfc_{p}_{d}_{k}" for p in PRIOS for d in ("rx", "tx") for k in ("pkts", "pause_duration_us")],
+            ["oper_status", "admin_status", "speed_mbps"],
+        ),
+        _m(
+            "switch_queue", "interface", "{host}:{interface}",
+            ["packets", "bytes", "dropped_packets", "dropped_bytes", "wred_ecn_marked_packets",
+             "wred_dropped_packets", "pfcwd_deadlock_detected", "pfcwd_deadlock_restored"],
+            ["curr_occupancy_bytes", "shared_watermark_bytes", "pfcwd_status"],
+        ),
+        _m(
+            "nic_port", "interface", "{host}:{interface}",
+            ["rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "tx_pause_storm_warning_events",
+             "tx_pause_storm_error_events", "rx_discards_phy", "tx_discards_phy", "rx_out_of_buffer",
+             "rx_crc_errors_phy", "rx_symbol_err_phy", "rx_corrected_bits_phy", "rx_bits_phy",
+             "link_down_events_phy", "np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled",
+             "out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err"]
+            + [f"{d}_prio{p}_{k}" for p in PRIOS for d in ("rx", "tx") for k in ("pause", "pause_duration")],
+            ["link", "speed", "outbound_pci_stalled_rd", "outbound_pci_stalled_wr"],
+        ),
+        _m(
+            "storage", "storage", "{host}",
+            ["reads", "writes", "read_bytes", "write_bytes", "read_time", "write_time", "io_time"],
+            ["iops_in_progress"],
+        ),
+        _m(
+            "link_event", "interface", "{host}:{interface}",
+            [], ["old_state", "new_state", "down_reason", "message"],
+        ),
+        _m(
+            "wjh_drop", "interface", "{host}:{egress_port}",
+            [], ["reason", "agg_count", "egress_port", "traffic_class", "original_occupancy",
+                 "sip", "dip", "proto", "sport", "dport", "drop_type", "reason_id", "severity"],
+        ),
+    )
+}
+JOB_MEASUREMENT = "job_placement"
+
+
+def _sum(names: list[str]) -> Callable[[dict], float | None]:
+    def f(x: dict) -> float | None:
+        total, seen = 0.0, False
+        for n in names:
+            v = x.get(n)
+            if v is not None:
+                total += v
+                seen = True
+        return total if seen else None
+    return f
+
+
+def _util(rate: str, speed: str, scale: float) -> Callable[[dict], float | None]:
+    def f(x: dict) -> float | None:
+        r, s = x.get(rate), x.get(speed)
+        if r is None or not isinstance(s, (int, float)) or s <= 0:
+            return None
+        return r * 8.0 / (s * scale)
+    return f
+
+
+def _per_op(time_rate: str, ops_rate: str) -> Callable[[dict], float | None]:
+    def f(x: dict) -> float | None:
+        t, n = x.get(time_rate), x.get(ops_rate)
+        if t is None or not n:
+            return None
+        return t / n
+    return f
+
+
+def _ratio_sum(times: list[str], ops: list[str]) -> Callable[[dict], float | None]:
+    t, n = _sum(times), _sum(ops)
+    def f(x: dict) -> float | None:
+        a, b = t(x), n(x)
+        return a / b if a is not None and b else None
+    return f
+
+
+def _max(names: list[str]) -> Callable[[dict], float | None]:
+    def f(x: dict) -> float | None:
+        vals = [x[n] for n in names if isinstance(x.get(n), (int, float))]
+        return max(vals) if vals else None
+    return f
+
+
+@dataclass(frozen=True)
+class Derived:
+    name: str
+    inputs: tuple[str, ...]  # features it reads
+    fn: Callable[[dict], float | None]
+
+
+def _d(name, inputs, fn) -> Derived:
+    return Derived(name, tuple(inputs), fn)
+
+
+def _rates(names):
+    return [f"{n}_rate" for n in names]
+
+
+_sp_tx = _rates([f"pfc_{p}_tx_pkts" for p in PRIOS])
+_sp_rx = _rates([f"pfc_{p}_rx_pkts" for p in PRIOS])
+_sp_txd = _rates([f"pfc_{p}_tx_pause_duration_us" for p in PRIOS])
+_sp_rxd = _rates([f"pfc_{p}_rx_pause_duration_us" for p in PRIOS])
+_nic_tx = _rates([f"tx_prio{p}_pause" for p in PRIOS])
+_nic_rx = _rates([f"rx_prio{p}_pause" for p in PRIOS])
+_nic_txd = _rates([f"tx_prio{p}_pause_duration" for p in PRIOS])
+_oob = _rates(["rx_out_of_buffer", "out_of_buffer"])
+_retx = _rates(["out_of_sequence", "packet_seq_err", "local_ack_timeout_err"])
+
+DERIVED: dict[str, dict[str, Derived]] = {
+    "switch_port": {
+        d.name: d
+        for d in (
+            _d("pfc_tx_pkts_rate", _sp_tx, _sum(_sp_tx)),
+            _d("pfc_rx_pkts_rate", _sp_rx, _sum(_sp_rx)),
+            _d("pfc_tx_pause_us_rate", _sp_txd, _sum(_sp_txd)),
+            _d("pfc_rx_pause_us_rate", _sp_rxd, _sum(_sp_rxd)),
+            _d("util_out", ["if_out_octets_rate", "speed_mbps"], _util("if_out_octets_rate", "speed_mbps", 1e6)),
+            _d("util_in", ["if_in_octets_rate", "speed_mbps"], _util("if_in_octets_rate", "speed_mbps", 1e6)),
+        )
+    },
+    "nic_port": {
+        d.name: d
+        for d in (
+            _d("tx_pause_rate", _nic_tx, _sum(_nic_tx)),
+            _d("rx_pause_rate", _nic_rx, _sum(_nic_rx)),
+            _d("tx_pause_us_rate", _nic_txd, _sum(_nic_txd)),
+            _d("util_tx", ["tx_bytes_rate", "speed"], _util("tx_bytes_rate", "speed", 1e6)),
+            _d("util_rx", ["rx_bytes_rate", "speed"], _util("rx_bytes_rate", "speed", 1e6)),
+            _d("oob_rate", _oob, _sum(_oob)),
+            _d("retrans_rate", _retx, _sum(_retx)),
+            _d("pci_stall", ["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"],
+               _max(["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"])),
+        )
+    },
+    "storage": {
+        d.name: d
+        for d in (
+            _d("read_latency_ms", ["read_time_rate", "reads_rate"], _per_op("read_time_rate", "reads_rate")),
+            _d("write_latency_ms", ["write_time_rate", "writes_rate"], _per_op("write_time_rate", "writes_rate")),
+            _d("latency_ms", ["read_time_rate", "write_time_rate", "reads_rate", "writes_rate"],
+               _ratio_sum(["read_time_rate", "write_time_rate"], ["reads_rate", "writes_rate"])),
+            _d("ops_rate", ["reads_rate", "writes_rate"], _sum(["reads_rate", "writes_rate"])),
+        )
+    },
+}
+
+
+def known_features(measurement: str) -> frozenset[str]:
+    m = MEASUREMENTS[measurement]
+    return frozenset(
+        {f"{c}_rate" for c in m.counters} | set(m.gauges) | set(DERIVED.get(measurement, {}))
+    )
+
+
+@dataclass(frozen=True)
+class FeaturePlan:
+    """What to compute for one measurement, resolved once from the features asked for."""
+
+    counters: tuple[str, ...]
+    gauges: tuple[str, ...]
+    derived: tuple[Derived, ...]
+
+
+def plan(measurement: str, wanted: frozenset[str]) -> FeaturePlan:
+    m = MEASUREMENTS[measurement]
+    derived = DERIVED.get(measurement, {})
+    raw: set[str] = set()
+    chosen: list[Derived] = []
+    for f in sorted(wanted):
+        if f in derived:
+            chosen.append(derived[f])
+            raw.update(derived[f].inputs)
+        else:
+            raw.add(f)
+    counters = tuple(sorted(c for c in m.counters if f"{c}_rate" in raw))
+    gauges = tuple(sorted(g for g in m.gauges if g in raw))
+    return FeaturePlan(counters, gauges, tuple(chosen))
+
+
+@dataclass(slots=True)
+class SeriesState:
+    ts: float
+    values: dict[str, float]
+
+
+@dataclass
+class FeatureExtractor:
+    """Per-series counter memory. `extract` returns the features of one record, or None
+    for the first sample of a series (no rate yet) and for samples not newer than the
+    last one."""
+
+    plans: dict[str, FeaturePlan]
+    series: dict[str, SeriesState] = field(default_factory=dict)
+    counter_resets: int = 0
+
+    def extract(self, metric) -> dict | None:
+        p = self.plans.get(metric.name)
+        if p is None:
+            return None
+        fields = metric.fields
+        feats: dict = {}
+        for g in p.gauges:
+            v = fields.get(g)
+            if v is None:
+                v = metric.tags.get(g)  # event records carry some of their facts as tags
+            if v is not None:
+                feats[g] = v
+        if p.counters:
+            st = self.series.get(metric.series)
+            values = {c: fields[c] for c in p.counters if c in fields}
+            if st is None:
+                self.series[metric.series] = SeriesState(metric.ts, values)
+                return feats if feats else None
+            dt = metric.ts - st.ts
+            if dt <= 0:
+                return None
+            prev = st.values
+            for c, v in values.items():
+                old = prev.get(c)
+                if old is None or v.__class__ is str or old.__class__ is str:
+                    continue
+                delta = v - old
+                if delta < 0:
+                    self.counter_resets += 1  # reset: no rate for this interval
+                    continue
+                feats[c + "_rate"] = delta / dt
+            st.ts = metric.ts
+            st.values = values
+        for d in p.derived:
+            v = d.fn(feats)
+            if v is not None:
+                feats[d.name] = v
+        return feats

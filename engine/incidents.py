@@ -1,0 +1,96 @@
+"""Stage 6: the incident: one fault, its symptoms, its ranked causes and its blast radius.
+
+Ids are deterministic (a hash of the symptom that founded the incident), so replaying the
+same telemetry twice into one store updates rows instead of duplicating them.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from engine.types import AffectedJob, RootCause, Symptom, rfc3339
+
+TITLES = {
+    "link_flap": "Link {e} is flapping",
+    "link_degraded": "Link {e} is degraded (CRC/FEC/symbol errors)",
+    "pfc_storm": "PFC pause storm from {e}",
+    "congestion": "Sustained congestion at {e}",
+    "microburst": "Microbursts with buffer drops at {e}",
+    "nic_degraded": "NIC {e} is degraded (drops or PCIe stalls)",
+    "storage_slow": "Storage {e} is slow",
+    "device_down": "Switch {e} is down",
+    "noisy_neighbor": "Job {e} saturates shared links (noisy neighbor)",
+}
+
+
+def incident_id(founding_key: str) -> str:
+    return "inc-" + hashlib.sha1(founding_key.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SeverityPolicy:
+    critical_jobs: int = 3
+    critical_hosts: int = 32
+    major_jobs: int = 1
+    major_hosts: int = 2
+
+    def grade(self, *, jobs: int, hosts: int) -> str:
+        if jobs >= self.critical_jobs or hosts >= self.critical_hosts:
+            return "critical"
+        if jobs >= self.major_jobs or hosts >= self.major_hosts:
+            return "major"
+        return "minor"
+
+
+@dataclass
+class Incident:
+    id: str
+    opened_at: float
+    updated_at: float
+    symptoms: dict[str, Symptom] = field(default_factory=dict)
+    status: str = "open"
+    detected_at: float | None = None  # watermark at first publication; None: not yet published
+    resolved_at: float | None = None
+    root_causes: list[RootCause] = field(default_factory=list)
+    affected_jobs: list[AffectedJob] = field(default_factory=list)
+    hosts_affected: int = 0
+    severity: str = "minor"
+    received_at: float = 0.0  # watermark when the founding symptom arrived
+    dirty: bool = True
+
+    @property
+    def published(self) -> bool:
+        return self.detected_at is not None
+
+    @property
+    def last_activity(self) -> float:
+        return max((s.end if s.end is not None else s.last) for s in self.symptoms.values())
+
+    @property
+    def quiet(self) -> bool:
+        return all(s.end is not None for s in self.symptoms.values())
+
+    def title(self) -> str:
+        if not self.root_causes:
+            return "Unexplained symptoms"
+        top = self.root_causes[0]
+        text = TITLES[top.cause].format(e=top.entity.id)
+        n = len(self.affected_jobs)
+        return f"{text} ({n} job{'s' if n != 1 else ''} affected)"
+
+    def to_dict(self) -> dict:
+        """The contract section 6 JSON."""
+        symptoms = sorted(self.symptoms.values(), key=lambda s: (s.start, s.key))
+        return {
+            "id": self.id,
+            "status": self.status,
+            "severity": self.severity,
+            "opened_at": rfc3339(self.opened_at),
+            "updated_at": rfc3339(self.updated_at),
+            "resolved_at": rfc3339(self.resolved_at),
+            "detected_at": rfc3339(self.detected_at),
+            "title": self.title(),
+            "root_causes": [rc.to_dict() for rc in self.root_causes],
+            "affected_jobs": [j.to_dict() for j in self.affected_jobs],
+            "symptoms": [s.to_dict() for s in symptoms],
+        }

@@ -1,0 +1,276 @@
+"""Stage 5: rank root causes for a set of correlated symptoms.
+
+Each symptom suggests candidate causes (hypotheses); each candidate is scored by how much
+of the whole symptom set it explains under the fabric's physics, by whether its own
+symptoms came first, and by their severity. `explain` is the physics, one small function
+per cause, each answering "if this were the cause, how well would it account for that
+symptom?" in [0, 1].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.topology import Topology
+from engine.types import Entity, Job, RootCause, Symptom, device_of, rfc3339
+
+SWITCH_SIDE = ("link_down", "link_flap")
+CONGESTION_KINDS = ("queue_congested", "ecn_marking", "wred_drops")
+MAX_CAUSES = 5
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the physics needs beside the symptoms: the graph and the running jobs."""
+
+    topology: Topology
+    jobs: tuple[Job, ...] = ()
+
+    def dist(self, a: str, b: str) -> int | None:
+        return self.topology.distance(a, b)
+
+    def near(self, a: str, b: str, hops: int) -> bool:
+        d = self.topology.distance(a, b)
+        return d is not None and d <= hops
+
+    def job(self, job_id: str) -> Job | None:
+        for j in self.jobs:
+            if j.job_id == job_id:
+                return j
+        return None
+
+
+def hypotheses(s: Symptom, ctx: Context) -> list[tuple[str, Entity]]:
+    """Candidate causes a symptom points at directly."""
+    topo = ctx.topology
+    eid = s.entity.id
+    out: list[tuple[str, Entity]] = []
+    if s.family == "link_state":
+        link = topo.link_of(eid)
+        if link:
+            out.append(("link_flap", Entity("link", link)))
+        peer = topo.peer(eid)
+        if peer and topo.is_switch(device_of(peer)):
+            out.append(("device_down", Entity("switch", device_of(peer))))
+    elif s.kind == "rx_errors":
+        link = topo.link_of(eid)
+        if link:
+            out.append(("link_degraded", Entity("link", link)))
+    elif s.kind in ("pfc_pause_tx", "pause_storm_event"):
+        out.append(("pfc_storm", Entity("interface", eid)))
+    elif s.kind in ("pfc_pause_rx", "pfcwd_storm"):
+        peer = topo.peer(eid)
+        if peer:
+            out.append(("pfc_storm", Entity("interface", peer)))
+    elif s.kind in CONGESTION_KINDS:
+        out.append(("congestion", Entity("interface", eid)))
+    elif s.kind == "cnp_receiver":
+        peer = topo.peer(eid)
+        if peer:
+            out.append(("congestion", Entity("interface", peer)))
+    elif s.family == "microburst":
+        out.append(("microburst", Entity("interface", eid)))
+    elif s.kind in ("nic_out_of_buffer", "nic_discards", "nic_pcie_stall"):
+        out.append(("nic_degraded", Entity("interface", eid)))
+    elif s.kind == "storage_latency":
+        out.append(("storage_slow", Entity("storage", eid)))
+    elif s.kind == "switch_silent":
+        out.append(("device_down", Entity("switch", eid)))
+    elif s.kind == "job_traffic_surge":
+        out.append(("noisy_neighbor", Entity("job", eid)))
+    return out
+
+
+# --- physics: how well would cause C at entity E explain symptom S? ----------------
+
+def _link_flap(e: Entity, s: Symptom, ctx: Context) -> float:
+    ends = ctx.topology.link_ends(e.id)
+    if s.family == "link_state" and s.entity.id in ends:
+        return 1.0
+    if s.kind == "nic_retransmit" and any(ctx.near(s.device, device_of(x), 2) for x in ends):
+        return 0.4
+    return 0.0
+
+
+def _link_degraded(e: Entity, s: Symptom, ctx: Context) -> float:
+    ends = ctx.topology.link_ends(e.id)
+    if s.kind == "rx_errors" and s.entity.id in ends:
+        return 1.0
+    if s.kind == "nic_retransmit" and any(ctx.near(s.device, device_of(x), 3) for x in ends):
+        return 0.6
+    return 0.0
+
+
+def _pfc_storm(e: Entity, s: Symptom, ctx: Context) -> float:
+    if s.entity.id == e.id and s.family == "pfc":
+        return 1.0
+    d = ctx.dist(device_of(e.id), s.device)
+    if d is None:
+        return 0.0
+    if s.family == "pfc" and d <= 4:
+        return 0.9
+    if s.kind in ("queue_congested", "ecn_marking") and d <= 1:
+        return 0.8  # the switch queue toward the storming port fills
+    if s.kind in ("cnp_sender", "cnp_receiver", "nic_retransmit") and d <= 4:
+        return 0.3
+    return 0.0
+
+
+def _congestion(e: Entity, s: Symptom, ctx: Context) -> float:
+    eid = e.id
+    if s.entity.id == eid and s.family == "congestion":
+        return 1.0
+    peer = ctx.topology.peer(eid)
+    if s.kind == "cnp_receiver" and s.entity.id == peer:
+        return 1.0
+    if s.kind == "storage_latency" and peer and device_of(peer) == s.entity.id:
+        return 0.8  # congestion toward a storage host slows its I/O
+    d = ctx.dist(device_of(eid), s.device)
+    if d is None:
+        return 0.0
+    if s.kind == "cnp_sender" and d <= 4:
+        return 0.6
+    if s.kind in CONGESTION_KINDS and d == 0:
+        return 0.3
+    if s.family == "pfc" and d <= 1:
+        return 0.4  # congestion can back-pressure into pause
+    return 0.0
+
+
+def _microburst(e: Entity, s: Symptom, ctx: Context) -> float:
+    if s.family == "microburst" and s.entity.id == e.id:
+        return 1.0
+    if s.family == "microburst" and s.device == device_of(e.id):
+        return 0.7
+    return 0.0
+
+
+def _nic_degraded(e: Entity, s: Symptom, ctx: Context) -> float:
+    if s.family == "nic" and s.entity.id == e.id:
+        return 1.0
+    if s.kind == "pfc_pause_tx" and s.entity.id == e.id:
+        return 0.5
+    if s.kind == "nic_retransmit" and ctx.near(s.device, device_of(e.id), 4):
+        return 0.3
+    return 0.0
+
+
+def _storage_slow(e: Entity, s: Symptom, ctx: Context) -> float:
+    if s.kind == "storage_latency" and s.entity.id == e.id:
+        return 1.0
+    return 0.0
+
+
+def _device_down(e: Entity, s: Symptom, ctx: Context) -> float:
+    if s.kind == "switch_silent" and s.entity.id == e.id:
+        return 1.0
+    if s.family == "link_state":
+        peer = ctx.topology.peer(s.entity.id)
+        if s.device == e.id or (peer and device_of(peer) == e.id):
+            return 1.0
+    if s.kind in ("nic_retransmit", "cnp_sender") and ctx.near(s.device, e.id, 2):
+        return 0.3
+    return 0.0
+
+
+def _noisy_neighbor(e: Entity, s: Symptom, ctx: Context) -> float:
+    if s.kind == "job_traffic_surge" and s.entity.id == e.id:
+        return 1.0
+    job = ctx.job(e.id)
+    if job is None:
+        return 0.0
+    if s.kind == "nic_tx_saturated" and s.device in job.hosts:
+        return 1.0
+    if s.family == "congestion" and s.entity.kind == "interface":
+        link = ctx.topology.link_of(s.entity.id)
+        links = ctx.topology.job_links(hosts=job.hosts, storage=job.storage or ())
+        if link in links:
+            a, b = ctx.topology.link_ends(link)
+            both_switches = ctx.topology.is_switch(device_of(a)) and ctx.topology.is_switch(device_of(b))
+            return 1.0 if both_switches else 0.5
+        if s.kind in ("cnp_sender", "cnp_receiver"):
+            return 0.6
+    return 0.0
+
+
+PHYSICS: dict[str, Callable[[Entity, Symptom, Context], float]] = {
+    "link_flap": _link_flap,
+    "link_degraded": _link_degraded,
+    "pfc_storm": _pfc_storm,
+    "congestion": _congestion,
+    "microburst": _microburst,
+    "nic_degraded": _nic_degraded,
+    "storage_slow": _storage_slow,
+    "device_down": _device_down,
+    "noisy_neighbor": _noisy_neighbor,
+}
+
+
+def explain(cause: str, entity: Entity, s: Symptom, ctx: Context) -> float:
+    return PHYSICS[cause](entity, s, ctx)
+
+
+def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Context) -> float:
+    """Physics that rules a candidate down whatever it explains."""
+    if cause == "pfc_storm":
+        # The head of a pause tree sends pause without receiving it on its own device.
+        dev = device_of(entity.id)
+        if any(s.kind == "pfc_pause_rx" and s.device == dev for s in symptoms):
+            return 0.35
+        if not any(s.entity.id == entity.id and s.kind in ("pfc_pause_tx", "pause_storm_event") for s in symptoms):
+            return 0.8
+    elif cause == "device_down":
+        if not any(s.kind == "switch_silent" and s.entity.id == entity.id for s in symptoms):
+            return 0.4  # a switch that still reports is not down
+    elif cause == "link_flap":
+        if not any(s.kind == "link_flap" for s in symptoms):
+            return 0.6  # down once is not yet flapping
+    elif cause == "microburst":
+        if any(s.kind == "queue_congested" and s.entity.id == entity.id for s in symptoms):
+            return 0.5  # sustained occupancy is congestion, not a burst
+    elif cause == "storage_slow":
+        peers = {ctx.topology.peer(i) for i in ctx.topology.interfaces(entity.id)}
+        if any(s.family == "congestion" and s.entity.id in peers for s in symptoms):
+            return 0.5  # the network toward it is congested: not the storage's fault
+    return 1.0
+
+
+def rank(symptoms: list[Symptom], ctx: Context) -> list[RootCause]:
+    """Ranked root causes for one incident's symptoms, best first, scores in [0, 1]."""
+    if not symptoms:
+        return []
+    total = sum(s.severity for s in symptoms) or 1.0
+    t0 = min(s.start for s in symptoms)
+    seen: dict[tuple[str, Entity], None] = {}
+    for s in symptoms:
+        for h in hypotheses(s, ctx):
+            seen.setdefault(h, None)
+    scored = []
+    for cause, entity in seen:
+        parts = [(explain(cause, entity, s, ctx), s) for s in symptoms]
+        coverage = sum(x * s.severity for x, s in parts) / total
+        direct = [s for x, s in parts if x >= 1.0]
+        strength = max((s.severity for s in direct), default=0.0)
+        first = min((s.start for s in direct), default=t0 + 30.0)
+        earliness = 1.0 - min(1.0, max(0.0, first - t0) / 30.0)
+        score = plausibility(cause, entity, symptoms, ctx) * (0.65 * coverage + 0.2 * strength + 0.15 * earliness)
+        scored.append((round(min(1.0, max(0.0, score)), 6), cause, entity, parts))
+    scored.sort(key=lambda x: (-x[0], x[1], x[2].id))
+    return [
+        RootCause(rank=i + 1, cause=cause, entity=entity, score=score, evidence=_evidence(parts))
+        for i, (score, cause, entity, parts) in enumerate(scored[:MAX_CAUSES])
+    ]
+
+
+def _evidence(parts: list[tuple[float, Symptom]], limit: int = 8) -> tuple[dict, ...]:
+    best = sorted((p for p in parts if p[0] >= 0.5), key=lambda p: (-p[0] * p[1].severity, p[1].start, p[1].key))
+    return tuple(
+        {
+            "symptom": s.kind,
+            "entity": s.entity.id,
+            "at": rfc3339(s.start),
+            "explains": round(x, 2),
+            "metrics": {k: round(v, 3) for k, v in sorted(s.metrics.items())},
+        }
+        for x, s in best[:limit]
+    )

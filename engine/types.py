@@ -1,0 +1,175 @@
+"""Domain types shared by every pipeline stage.
+
+Plain dataclasses: serialisable, comparable, free of any transport (Kafka, HTTP, SQL).
+Times are event times in float seconds since the Unix epoch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+# Entity kinds of contract section 4/5.
+LINK = "link"
+INTERFACE = "interface"
+SWITCH = "switch"
+HOST = "host"
+STORAGE = "storage"
+JOB = "job"
+
+CAUSES = (
+    "link_flap",
+    "link_degraded",
+    "pfc_storm",
+    "congestion",
+    "microburst",
+    "nic_degraded",
+    "storage_slow",
+    "device_down",
+    "noisy_neighbor",
+)
+
+CAUSE_ENTITY_KIND = {
+    "link_flap": LINK,
+    "link_degraded": LINK,
+    "pfc_storm": INTERFACE,
+    "congestion": INTERFACE,
+    "microburst": INTERFACE,
+    "nic_degraded": INTERFACE,
+    "storage_slow": STORAGE,
+    "device_down": SWITCH,
+    "noisy_neighbor": JOB,
+}
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Entity:
+    kind: str
+    id: str
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "id": self.id}
+
+
+def interface_id(host: str, interface: str) -> str:
+    return f"{host}:{interface}"
+
+
+def device_of(interface: str) -> str:
+    """The device part of an interface id (`leaf01:swp1` -> `leaf01`)."""
+    return interface.split(":", 1)[0]
+
+
+def link_id(a: str, b: str) -> str:
+    """Contract id of the link between two interface ids: sorted, joined by `--`."""
+    x, y = sorted((a, b))
+    return f"{x}--{y}"
+
+
+def rfc3339(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Metric:
+    """One normalized telemetry record (a Telegraf metric with its time in seconds)."""
+
+    name: str
+    tags: dict[str, str]
+    fields: dict[str, float | str]
+    ts: float
+    series: str = ""  # measurement and sorted tags: the identity of a time series
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A record that could not be read: a short reason code and a human detail."""
+
+    reason: str
+    detail: str
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    job_id: str
+    tenant: str
+    user: str
+    state: str
+    hosts: tuple[str, ...]
+    storage: tuple[str, ...] | None  # None: every storage host
+    start: float | None
+    end: float | None
+
+    def running_at(self, ts: float) -> bool:
+        """Whether the job holds its nodes at event time ts: start <= ts < end, None
+        being open. A PENDING job holds none, whatever its projected times say."""
+        if self.state == "PENDING":
+            return False
+        return (self.start is None or self.start <= ts) and (self.end is None or ts < self.end)
+
+
+@dataclass(slots=True)
+class Symptom:
+    """A detected abnormal condition on one entity over an interval of event time."""
+
+    key: str  # stable: rule id, entity id and start time
+    kind: str  # what was seen, e.g. "pfc_pause_tx"
+    family: str  # symptom family, e.g. "pfc"
+    entity: Entity
+    device: str  # device the entity lives on (host name)
+    start: float
+    last: float
+    end: float | None = None
+    severity: float = 0.5  # 0..1
+    metrics: dict[str, float] = field(default_factory=dict)  # peak feature values
+    rule: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.end is None
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key,
+            "kind": self.kind,
+            "family": self.family,
+            "entity": self.entity.to_dict(),
+            "device": self.device,
+            "start": rfc3339(self.start),
+            "last": rfc3339(self.last),
+            "end": rfc3339(self.end),
+            "severity": round(self.severity, 3),
+            "metrics": {k: round(v, 3) for k, v in sorted(self.metrics.items())},
+            "rule": self.rule,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RootCause:
+    rank: int
+    cause: str
+    entity: Entity
+    score: float
+    evidence: tuple[dict, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "rank": self.rank,
+            "cause": self.cause,
+            "entity": self.entity.to_dict(),
+            "score": round(self.score, 4),
+            "evidence": list(self.evidence),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AffectedJob:
+    job_id: str
+    tenant: str
+    impact: str
+
+    def to_dict(self) -> dict:
+        return {"job_id": self.job_id, "tenant": self.tenant, "impact": self.impact}

@@ -1,0 +1,113 @@
+"""Typed rule objects. YAML is validated once into these (see `rules.loader`)."""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+OPS = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+
+ENTITY_KINDS = ("interface", "switch", "host", "storage", "link", "job")
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    feature: str
+    op: str
+    value: float | str
+
+    def holds(self, features: dict) -> bool:
+        v = features.get(self.feature)
+        if v is None:
+            return False
+        if isinstance(self.value, str) != isinstance(v, str):
+            return False
+        return OPS[self.op](v, self.value)
+
+    def __str__(self) -> str:
+        value = f'"{self.value}"' if isinstance(self.value, str) else f"{self.value:g}"
+        return f"{self.feature} {self.op} {value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A threshold rule on one measurement: raises a symptom when its condition is true
+    in at least `hits` samples within `within_s` seconds; the symptom ends after
+    `clear_s` seconds without a hit."""
+
+    id: str
+    symptom: str
+    family: str
+    measurement: str
+    all: tuple[Condition, ...] = ()
+    any: tuple[Condition, ...] = ()
+    hits: int = 1
+    within_s: float = 1.0
+    clear_s: float = 5.0
+    severity: float = 0.5
+    opens_incident: bool = True
+    entity_kind: str = "interface"
+    entity: str = ""  # template over tags and fields, e.g. "{host}:{interface}"
+    source: str = ""  # file it came from, for messages
+
+    def matches(self, features: dict) -> bool:
+        for c in self.all:
+            if not c.holds(features):
+                return False
+        if self.any:
+            for c in self.any:
+                if c.holds(features):
+                    return True
+            return False
+        return True
+
+    @property
+    def features(self) -> frozenset[str]:
+        return frozenset(c.feature for c in (*self.all, *self.any))
+
+
+@dataclass(frozen=True, slots=True)
+class SilenceRule:
+    """Raises a symptom on a device of the given roles that has sent no telemetry for
+    `after_s` seconds of event time while others did."""
+
+    id: str
+    symptom: str
+    family: str
+    roles: tuple[str, ...]
+    after_s: float = 5.0
+    severity: float = 0.8
+    opens_incident: bool = True
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...] = ()
+    silence: tuple[SilenceRule, ...] = ()
+    by_measurement: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, rules: list[Rule], silence: list[SilenceRule]) -> "RuleSet":
+        by: dict[str, list[Rule]] = {}
+        for r in rules:
+            by.setdefault(r.measurement, []).append(r)
+        return cls(tuple(rules), tuple(silence), {k: tuple(v) for k, v in by.items()})
+
+    def features_needed(self, measurement: str) -> frozenset[str]:
+        out: set[str] = set()
+        for r in self.by_measurement.get(measurement, ()):
+            out |= r.features
+        return frozenset(out)
+
+    def opens_incident(self, rule_id: str) -> bool:
+        for r in (*self.rules, *self.silence):
+            if r.id == rule_id:
+                return r.opens_incident
+        return True

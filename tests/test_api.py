@@ -1,0 +1,267 @@
+"""The HTTP API through a real uvicorn server on 127.0.0.1, with a real SQLite file."""
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import pytest
+from sqlmodel import Session
+
+from api.schemas import CauseName
+from api.server import running_server
+from api.store import repository as repo
+from api.store.db import create_schema, make_engine
+from engine.types import CAUSES
+
+T0 = datetime(2025, 11, 29, 7, 0, tzinfo=timezone.utc)
+TOPOLOGY = {"devices": [{"name": "leaf01", "role": "leaf"}], "links": []}
+
+
+def at(minutes: float) -> str:
+    moment = T0 + timedelta(minutes=minutes)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def make_incident(
+    n: int,
+    *,
+    opened: float,
+    resolved: float | None = None,
+    cause: str = "pfc_storm",
+    entity: str = "gpu017:eth0",
+    jobs: tuple[tuple[str, str], ...] = (("4242", "acme"),),
+) -> dict:
+    """An incident in the contract section 6 shape."""
+    return {
+        "id": f"inc-{n:012x}",
+        "status": "open" if resolved is None else "resolved",
+        "severity": ("critical", "major", "minor")[n % 3],
+        "opened_at": at(opened),
+        "updated_at": at(opened + 1),
+        "resolved_at": None if resolved is None else at(resolved),
+        "detected_at": at(opened + 0.05),
+        "title": f"{cause} on {entity}",
+        "root_causes": [
+            {"rank": 1, "cause": cause, "entity": {"kind": "interface", "id": entity}, "score": 0.93,
+             "evidence": [{"symptom": "pfc_pause_tx", "at": at(opened), "metrics": {"tx_pause_rate": 1.5}}]},
+            {"rank": 2, "cause": "congestion", "entity": {"kind": "interface", "id": "leaf09:swp1"},
+             "score": 0.41, "evidence": []},
+        ],
+        "affected_jobs": [{"job_id": j, "tenant": t, "impact": f"crosses {entity}"} for j, t in jobs],
+        "symptoms": [
+            {"key": f"k{n}", "kind": "pfc_pause_tx", "family": "pfc",
+             "entity": {"kind": "interface", "id": entity}, "device": entity.split(":")[0],
+             "start": at(opened), "last": at(opened + 0.5), "end": None if resolved is None else at(resolved),
+             "severity": 0.8, "metrics": {"tx_pause_rate": 12000.0}, "rule": "pfc_tx_pause"},
+        ],
+    }
+
+
+INCIDENTS = [
+    make_incident(1, opened=0, resolved=10, cause="link_flap", entity="gpu001:eth0", jobs=(("100", "acme"),)),
+    make_incident(2, opened=20, jobs=(("200", "beta"), ("100", "acme"))),
+    make_incident(3, opened=40, resolved=50, cause="storage_slow", entity="stor01:nvme0", jobs=(("300", "beta"),)),
+    make_incident(4, opened=60, cause="nic_degraded", entity="gpu002:eth1", jobs=()),
+    make_incident(5, opened=80, cause="microburst", entity="leaf03:swp9"),
+]
+NEWEST_FIRST = sorted(INCIDENTS, key=lambda i: i["opened_at"], reverse=True)
+
+
+def fill(db_url: str, *, incidents: list[dict], topology: dict | None = None) -> None:
+    engine = make_engine(db_url)
+    create_schema(engine)
+    with Session(engine) as session:
+        repo.upsert_incidents(session, incidents=incidents)
+        if topology is not None:
+            repo.save_topology(session, document=topology)
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory) -> httpx.Client:
+    db_url = f"sqlite:///{tmp_path_factory.mktemp('api')}/incidents.db"
+    fill(db_url, incidents=INCIDENTS)
+    with running_server(db_url=db_url, topology=TOPOLOGY) as base_url:
+        with httpx.Client(base_url=base_url, timeout=5) as client:
+            yield client
+
+
+def ids(response: httpx.Response) -> list[str]:
+    return [incident["id"] for incident in response.json()]
+
+
+def inc(n: int) -> str:
+    return f"inc-{n:012x}"
+
+
+# ---------------------------------------------------------------- reading
+
+
+def test_healthz(api):
+    response = api.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "db": "ok", "incidents": len(INCIDENTS)}
+
+
+def test_list_serves_the_stored_incidents_exactly_newest_first(api):
+    response = api.get("/incidents")
+    assert response.status_code == 200
+    assert response.json() == NEWEST_FIRST
+    assert [list(i) for i in response.json()] == [list(i) for i in NEWEST_FIRST]  # key order
+    assert response.headers["X-Total-Count"] == str(len(INCIDENTS))
+    assert "Link" not in response.headers
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ({"status": "open"}, [5, 4, 2]),
+        ({"status": "resolved"}, [3, 1]),
+        ({"cause": "link_flap"}, [1]),
+        ({"cause": "congestion"}, [5, 4, 3, 2, 1]),  # everyone's rank-2 cause
+        ({"entity": "stor01"}, [3]),  # a device
+        ({"entity": "gpu002:eth1"}, [4]),
+        ({"job": "100"}, [2, 1]),
+        ({"tenant": "beta"}, [3, 2]),
+        ({"tenant": "beta", "status": "resolved"}, [3]),
+        ({"since": at(45), "until": at(70)}, [4, 3, 2]),
+        ({"until": "2025-11-29T08:00:00+01:00"}, [1]),  # 07:00Z, an offset
+        ({"since": str((T0 + timedelta(minutes=55)).timestamp())}, [5, 4, 2]),  # epoch seconds
+        ({"until": str(int(T0.timestamp()))}, [1]),
+    ],
+)
+def test_filters(api, query, expected):
+    response = api.get("/incidents", params=query)
+    assert response.status_code == 200, response.text
+    assert ids(response) == [inc(n) for n in expected]
+    assert response.headers["X-Total-Count"] == str(len(expected))
+
+
+def test_an_unencoded_plus_in_a_time_offset_is_understood(api):
+    response = api.get("/incidents?until=2025-11-29T08:00:00+01:00")
+    assert response.status_code == 200, response.text
+    assert ids(response) == [inc(1)]
+
+
+def test_paging_with_link_next(api):
+    first = api.get("/incidents", params={"limit": 2, "status": "open"})
+    assert ids(first) == [inc(5), inc(4)]
+    assert first.headers["X-Total-Count"] == "3"
+    link = first.headers["Link"]
+    assert link.endswith('; rel="next"')
+    next_url = link[link.index("<") + 1 : link.index(">")]
+    assert parse_qs(urlparse(next_url).query) == {"limit": ["2"], "status": ["open"], "offset": ["2"]}
+    second = api.get(next_url)
+    assert ids(second) == [inc(2)]
+    assert "Link" not in second.headers
+    assert api.get("/incidents", params={"offset": 10}).json() == []
+
+
+def test_get_one_and_404(api):
+    response = api.get(f"/incidents/{inc(2)}")
+    assert response.status_code == 200
+    assert response.json() == INCIDENTS[1]
+    missing = api.get("/incidents/x")
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "no incident with id 'x'"}
+
+
+def test_job_incidents(api):
+    assert ids(api.get("/jobs/100/incidents")) == [inc(2), inc(1)]
+    assert api.get("/jobs/nope/incidents").json() == []
+
+
+def test_topology_given_to_the_server(api):
+    response = api.get("/topology")
+    assert response.status_code == 200
+    assert response.json() == TOPOLOGY
+
+
+# ---------------------------------------------------------------- bad requests
+
+
+@pytest.mark.parametrize(
+    ("query", "parameter"),
+    [
+        ({"status": "closed"}, "status"),
+        ({"cause": "gremlins"}, "cause"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"offset": -1}, "offset"),
+        ({"since": "yesterday"}, "since"),
+        ({"until": "2025-13-45T99:00:00Z"}, "until"),
+        ({"until": "1e400"}, "until"),
+        ({"since": at(30), "until": at(10)}, "since"),
+    ],
+)
+def test_422_names_the_parameter(api, query, parameter):
+    response = api.get("/incidents", params=query)
+    assert response.status_code == 422
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["query", parameter]
+
+
+def test_422_for_a_time_says_the_accepted_formats(api):
+    [error] = api.get("/incidents", params={"since": "yesterday"}).json()["detail"]
+    assert "since" in error["msg"] and "RFC 3339" in error["msg"] and "epoch seconds" in error["msg"]
+
+
+def test_every_contract_cause_is_accepted(api):
+    assert set(CauseName.__args__) == set(CAUSES)
+    for cause in CAUSES:
+        assert api.get("/incidents", params={"cause": cause}).status_code == 200
+
+
+# ---------------------------------------------------------------- documentation
+
+
+def test_openapi_lists_the_routes(api):
+    spec = api.get("/openapi.json").json()
+    assert spec["info"]["title"] == "fabric-rca"
+    assert spec["info"]["description"]
+    assert {"/healthz", "/incidents", "/incidents/{incident_id}", "/jobs/{job_id}/incidents", "/topology"} <= set(
+        spec["paths"]
+    )
+    ok = spec["paths"]["/incidents"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok["items"]["$ref"].endswith("/IncidentPublic")
+    for name in ("IncidentPublic", "RootCausePublic", "EntityPublic", "AffectedJobPublic", "SymptomPublic"):
+        assert name in spec["components"]["schemas"]
+    assert api.get("/docs").status_code == 200
+
+
+# ---------------------------------------------------------------- other servers
+
+
+def test_topology_from_the_store_or_404(tmp_path: Path):
+    empty = f"sqlite:///{tmp_path}/empty.db"
+    with running_server(db_url=empty) as base_url:
+        response = httpx.get(f"{base_url}/topology")
+        assert response.status_code == 404
+        assert "no topology" in response.json()["detail"]
+        assert httpx.get(f"{base_url}/healthz").json() == {"status": "ok", "db": "ok", "incidents": 0}
+    stored = f"sqlite:///{tmp_path}/stored.db"
+    fill(stored, incidents=[], topology=TOPOLOGY)
+    with running_server(db_url=stored) as base_url:
+        assert httpx.get(f"{base_url}/topology").json() == TOPOLOGY
+
+
+def test_healthz_503_when_the_database_breaks(tmp_path: Path):
+    path = tmp_path / "broken.db"
+    with running_server(db_url=f"sqlite:///{path}") as base_url:
+        with sqlite3.connect(path) as connection:
+            connection.execute("DROP TABLE symptom")
+            connection.execute("DROP TABLE root_cause")
+            connection.execute("DROP TABLE affected_job")
+            connection.execute("DROP TABLE incident")
+        response = httpx.get(f"{base_url}/healthz")
+        assert response.status_code == 503
+        body = response.json()
+        assert body["status"] == "error" and body["db"] == "error"
+        assert "no such table" in body["detail"]
+        listed = httpx.get(f"{base_url}/incidents")
+        assert listed.status_code == 503
+        assert "database unavailable" in listed.json()["detail"]
