@@ -72,9 +72,9 @@ class Correlator:
         inc.opened_at = min(inc.opened_at, s.start)
         inc.dirty = True
         self.home[s.key] = inc.id
-        if self.opens_incident(s.rule) and not hasattr(inc, "_opening_at"):
+        if not inc.can_open and self.opens_incident(s.rule):
+            inc.can_open = True
             inc.received_at = self.watermark
-            inc.__dict__["_opening_at"] = True
 
     def _place(self, s: Symptom) -> Incident | None:
         best: tuple[float, float, Incident] | None = None
@@ -126,7 +126,7 @@ class Correlator:
             if inc.dirty:
                 self._rerank(inc, ctx)
             if not inc.published:
-                if inc.__dict__.get("_opening_at") and watermark >= inc.received_at + self.config.settle_s \
+                if inc.can_open and watermark >= inc.received_at + self.config.settle_s \
                         and inc.root_causes and inc.root_causes[0].score >= self.config.min_score:
                     inc.detected_at = watermark
                     inc.updated_at = watermark

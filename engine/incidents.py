@@ -55,7 +55,8 @@ class Incident:
     affected_jobs: list[AffectedJob] = field(default_factory=list)
     hosts_affected: int = 0
     severity: str = "minor"
-    received_at: float = 0.0  # watermark when the founding symptom arrived
+    received_at: float = 0.0  # watermark when its first incident-opening symptom arrived
+    can_open: bool = False  # holds a symptom that may open an incident on its own
     dirty: bool = True
 
     @property

@@ -183,7 +183,8 @@ def _noisy_neighbor(e: Entity, s: Symptom, ctx: Context) -> float:
         return 1.0
     if s.family == "congestion" and s.entity.kind == "interface":
         link = ctx.topology.link_of(s.entity.id)
-        links = ctx.topology.job_links(hosts=job.hosts, storage=job.storage or ())
+        storage = job.storage if job.storage is not None else ctx.topology.devices("storage")
+        links = ctx.topology.job_links(hosts=job.hosts, storage=storage)
         if link in links:
             a, b = ctx.topology.link_ends(link)
             both_switches = ctx.topology.is_switch(device_of(a)) and ctx.topology.is_switch(device_of(b))

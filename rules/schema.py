@@ -92,13 +92,15 @@ class RuleSet:
     rules: tuple[Rule, ...] = ()
     silence: tuple[SilenceRule, ...] = ()
     by_measurement: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
+    opening: dict[str, bool] = field(default_factory=dict)  # rule id -> may open an incident
 
     @classmethod
     def of(cls, rules: list[Rule], silence: list[SilenceRule]) -> "RuleSet":
         by: dict[str, list[Rule]] = {}
         for r in rules:
             by.setdefault(r.measurement, []).append(r)
-        return cls(tuple(rules), tuple(silence), {k: tuple(v) for k, v in by.items()})
+        opening = {r.id: r.opens_incident for r in (*rules, *silence)}
+        return cls(tuple(rules), tuple(silence), {k: tuple(v) for k, v in by.items()}, opening)
 
     def features_needed(self, measurement: str) -> frozenset[str]:
         out: set[str] = set()
@@ -107,7 +109,5 @@ class RuleSet:
         return frozenset(out)
 
     def opens_incident(self, rule_id: str) -> bool:
-        for r in (*self.rules, *self.silence):
-            if r.id == rule_id:
-                return r.opens_incident
-        return True
+        """Derived symptoms (no rule of this set) may open incidents."""
+        return self.opening.get(rule_id, True)

@@ -1,0 +1,407 @@
+"""Jobs: where they run and when, from `job_placement` records or `squeue --json`.
+
+A job is known by snapshots; the newest one wins. Times are event times (seconds). A
+job holds its nodes over `[start, end)`; None is open on that side. A job seen in a
+terminal state without an end time ended no later than the snapshot that said so.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from itertools import product
+from pathlib import Path
+
+from engine.types import Job
+
+TERMINAL_STATES = frozenset(
+    {
+        "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+        "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT",
+    }
+)
+_NO_NODES = frozenset({"", "(null)", "none", "none assigned", "n/a"})
+_NO_TIME = frozenset({"", "none", "unknown", "n/a", "null", "unlimited", "infinite"})
+MAX_HOSTLIST = 65536  # a longer expansion is a typo (gpu[1-1000000]), not a job
+
+
+class JobError(ValueError):
+    """A job record or file that cannot be read; the message says where and why."""
+
+
+def job_sort_key(job_id: str) -> tuple[int, int, str]:
+    """Numeric ids in numeric order (999 before 1000), then the others by text."""
+    return (0, int(job_id), job_id) if job_id.isdigit() else (1, 0, job_id)
+
+
+# ------------------------------------------------------------------ hostlists
+
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Expand a Slurm hostlist (`gpu[001-004,009],gpu011`, `r[1-2]n[01-02]`) in the
+    order written; a range keeps the zero padding of its lower bound."""
+    text = "".join(expr.split())
+    names: list[str] = []
+    for item in _split_top_level(text, expr=expr):
+        names.extend(_expand_item(item, expr=expr))
+        if len(names) > MAX_HOSTLIST:
+            raise JobError(f"hostlist {expr!r} expands to more than {MAX_HOSTLIST} hosts")
+    return names
+
+
+def _split_top_level(text: str, *, expr: str) -> list[str]:
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise JobError(f"hostlist {expr!r}: nested '['")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise JobError(f"hostlist {expr!r}: ']' without '['")
+        elif ch == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise JobError(f"hostlist {expr!r}: '[' without ']'")
+    items.append(text[start:])
+    if len(items) > 1 and any(not item for item in items):
+        raise JobError(f"hostlist {expr!r}: empty name between commas")
+    return [item for item in items if item]
+
+
+def _expand_item(item: str, *, expr: str) -> list[str]:
+    parts: list[list[str]] = []
+    pos = 0
+    for m in _BRACKET.finditer(item):
+        parts.append([item[pos : m.start()]])
+        parts.append(_expand_ranges(m.group(1), expr=expr))
+        pos = m.end()
+    parts.append([item[pos:]])
+    return ["".join(p) for p in product(*parts)]
+
+
+def _expand_ranges(body: str, *, expr: str) -> list[str]:
+    out: list[str] = []
+    for part in body.split(","):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise JobError(f"hostlist {expr!r}: bad range {part!r} (expected N or N-M)")
+        if not sep:
+            out.append(lo)
+            continue
+        first, last = int(lo), int(hi)
+        if last < first:
+            raise JobError(f"hostlist {expr!r}: range {part!r} runs backwards")
+        if last - first >= MAX_HOSTLIST:
+            raise JobError(f"hostlist {expr!r}: range {part!r} is longer than {MAX_HOSTLIST}")
+        out.extend(f"{n:0{len(lo)}d}" for n in range(first, last + 1))
+    return out
+
+
+# ----------------------------------------------------------------------- times
+
+
+def epoch_seconds(value: object) -> float | None:
+    """Event time in seconds from s/ms/us/ns numbers (by magnitude), numeric strings or
+    RFC 3339; None for unset (absent, 0, "Unknown", Slurm's unset/infinite wrapper)."""
+    value = _unwrap(value)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise JobError(f"bad time {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in _NO_TIME:
+            return None
+        try:
+            return epoch_seconds(float(text))
+        except ValueError:
+            return _rfc3339(text)
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise JobError(f"bad time {value!r}")
+        return _scale(float(value))
+    raise JobError(f"bad time {value!r}")
+
+
+def _scale(number: float) -> float | None:
+    if number <= 0:
+        return None  # Slurm writes 0 for "not set"
+    for divisor in (1.0, 1e3, 1e6, 1e9):
+        if number / divisor < 1e11:
+            return number / divisor
+    raise JobError(f"time {number!r} is too large for an epoch in s, ms, us or ns")
+
+
+def _rfc3339(text: str) -> float:
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise JobError(f"bad time {text!r}: neither an epoch number nor RFC 3339") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _unwrap(value: object) -> object:
+    """Slurm's `{"set": true, "infinite": false, "number": 123}` -> 123 (None if unset)."""
+    if isinstance(value, dict) and "number" in value:
+        if not value.get("set", True) or value.get("infinite", False):
+            return None
+        return value["number"]
+    return value
+
+
+# ---------------------------------------------------------------------- records
+
+
+def job_from_placement(*, tags: dict, fields: dict, ts: float) -> Job:
+    """A `job_placement` Telegraf record (contract section 2) taken at event time ts."""
+
+    def get(name: str) -> object:
+        return fields.get(name, tags.get(name))
+
+    job_id = _text(get("job_id"))
+    if not job_id:
+        raise JobError("job_placement record without job_id")
+    try:
+        state = _state(get("job_state")) or "RUNNING"
+        start, end = epoch_seconds(get("start_time")), epoch_seconds(get("end_time"))
+        return Job(
+            job_id=job_id,
+            tenant=_text(get("account")),
+            user=_text(get("user")),
+            state=state,
+            hosts=_hosts(get("nodes")),
+            storage=_storage(get("storage")),
+            start=start,
+            end=end if end is not None or state not in TERMINAL_STATES else ts,
+        )
+    except JobError as exc:
+        raise JobError(f"job {job_id}: {exc}") from None
+
+
+def jobs_from_squeue(doc: dict, *, ts: float | None = None) -> list[Job]:
+    """Jobs of a Slurm `squeue --json` document. `ts` is when it was taken (default:
+    its `last_update`); it ends terminal jobs that carry no end time."""
+    records = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(records, list):
+        raise JobError("squeue document has no 'jobs' list")
+    taken = ts if ts is not None else epoch_seconds(doc.get("last_update"))
+    return [_squeue_job(rec, index=i, taken=taken) for i, rec in enumerate(records)]
+
+
+def _squeue_job(rec: object, *, index: int, taken: float | None) -> Job:
+    if not isinstance(rec, dict):
+        raise JobError(f"jobs[{index}]: not an object")
+    job_id = _text(_unwrap(rec.get("job_id")))
+    if not job_id:
+        raise JobError(f"jobs[{index}]: no job_id")
+    try:
+        state = _state(rec.get("job_state")) or "UNKNOWN"
+        start, end = epoch_seconds(rec.get("start_time")), epoch_seconds(rec.get("end_time"))
+        if end is None and state in TERMINAL_STATES:
+            end = taken if taken is not None else start
+        return Job(
+            job_id=job_id,
+            tenant=_text(rec.get("account")),
+            user=_text(rec.get("user_name", rec.get("user"))),
+            state=state,
+            hosts=_hosts(rec.get("nodes")),
+            storage=_storage(rec.get("storage")),
+            start=start,
+            end=end,
+        )
+    except JobError as exc:
+        raise JobError(f"jobs[{index}] (job {job_id}): {exc}") from None
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # JSON numbers may arrive as 4242.0
+    return str(value).strip()
+
+
+def _state(value: object) -> str:
+    """Base Slurm state: first of a list, first word ("CANCELLED by 0"), upper case."""
+    if isinstance(value, list):
+        value = value[0] if value else None
+    words = _text(value).upper().split()
+    return words[0] if words else ""
+
+
+def _hosts(value: object) -> tuple[str, ...]:
+    text = _text(value)
+    if text.lower() in _NO_NODES:
+        return ()
+    return tuple(dict.fromkeys(expand_hostlist(text)))
+
+
+def _storage(value: object) -> tuple[str, ...] | None:
+    """Comma-separated storage hosts (hostlist syntax allowed); absent or blank: None,
+    meaning every storage host."""
+    text = _text(value)
+    if not text:
+        return None
+    return tuple(dict.fromkeys(expand_hostlist(text)))
+
+
+# ------------------------------------------------------------------------ files
+
+
+def load_jobs(path: str | Path) -> list[tuple[float, Job]]:
+    """Job snapshots from a file, sorted by event time: JSON Lines (optionally .gz) of
+    `job_placement` Telegraf metrics, or an `squeue --json` document (.json). An
+    squeue job's event time is its start (else the document's time, else 0), so a
+    replay knows each job from the moment it runs."""
+    p = Path(path)
+    name = p.name.lower()
+    try:
+        if name.endswith(".json"):
+            return _load_squeue(p)
+        return _load_jsonl(p, gz=name.endswith(".gz"))
+    except FileNotFoundError:
+        raise JobError(f"{p}: no such jobs file") from None
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise JobError(f"{p}: cannot read jobs file: {exc}") from None
+
+
+def _load_squeue(p: Path) -> list[tuple[float, Job]]:
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise JobError(f"{p}, line {exc.lineno}: bad JSON: {exc.msg}") from None
+    try:
+        jobs = jobs_from_squeue(doc)
+        taken = epoch_seconds(doc.get("last_update"))
+    except JobError as exc:
+        raise JobError(f"{p}: {exc}") from None
+    snaps = [(job.start if job.start is not None else (taken or 0.0), job) for job in jobs]
+    return sorted(snaps, key=lambda s: s[0])
+
+
+def _load_jsonl(p: Path, *, gz: bool) -> list[tuple[float, Job]]:
+    snaps: list[tuple[float, Job]] = []
+    opener = gzip.open if gz else open
+    with opener(p, "rt", encoding="utf-8") as lines:
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                snaps.extend(_jobs_of_message(json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise JobError(f"{p}, line {lineno}: bad JSON: {exc.msg}") from None
+            except JobError as exc:
+                raise JobError(f"{p}, line {lineno}: {exc}") from None
+    return sorted(snaps, key=lambda s: s[0])
+
+
+def _jobs_of_message(msg: object) -> Iterable[tuple[float, Job]]:
+    """Job snapshots in one Telegraf message (a metric or a `{"metrics": [...]}` batch);
+    other measurements are skipped, since a telemetry file may be passed as is."""
+    metrics = msg.get("metrics") if isinstance(msg, dict) and "metrics" in msg else [msg]
+    if not isinstance(metrics, list):
+        raise JobError("'metrics' must be a list")
+    for metric in metrics:
+        if not isinstance(metric, dict):
+            raise JobError("a metric must be a JSON object")
+        if metric.get("name") != "job_placement":
+            continue
+        tags, fields = metric.get("tags") or {}, metric.get("fields") or {}
+        if not isinstance(tags, dict) or not isinstance(fields, dict):
+            raise JobError("job_placement tags and fields must be objects")
+        ts = epoch_seconds(metric.get("timestamp"))
+        if ts is None:
+            raise JobError("job_placement record without a timestamp")
+        yield ts, job_from_placement(tags=tags, fields=fields, ts=ts)
+
+
+# ---------------------------------------------------------------------- the book
+
+
+def job_to_dict(job: Job) -> dict:
+    return {
+        "job_id": job.job_id, "tenant": job.tenant, "user": job.user, "state": job.state,
+        "hosts": list(job.hosts), "storage": None if job.storage is None else list(job.storage),
+        "start": job.start, "end": job.end,
+    }
+
+
+def job_from_dict(d: dict) -> Job:
+    storage = d.get("storage")
+    return Job(
+        job_id=str(d["job_id"]), tenant=d.get("tenant", ""), user=d.get("user", ""),
+        state=d.get("state", "RUNNING"), hosts=tuple(d.get("hosts", ())),
+        storage=None if storage is None else tuple(storage), start=d.get("start"), end=d.get("end"),
+    )
+
+
+class JobBook:
+    """Which job runs where, by event time. Keeps the newest snapshot of every job; a
+    snapshot older than the one held (a late record) is ignored when times are given."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+        self._seen: dict[str, float] = {}  # event time of the snapshot held, when known
+        self._by_host: dict[str, set[str]] = {}
+
+    def update(self, job: Job, *, ts: float | None = None) -> None:
+        """Hold `job` as the latest snapshot of its id (taken at event time `ts`)."""
+        held_at = self._seen.get(job.job_id)
+        if ts is not None and held_at is not None and ts < held_at:
+            return
+        self._forget(job.job_id)
+        self._jobs[job.job_id] = job
+        if ts is not None:
+            self._seen[job.job_id] = ts
+        for host in job.hosts:
+            self._by_host.setdefault(host, set()).add(job.job_id)
+
+    def get(self, job_id: str) -> Job | None:
+        return self._jobs.get(job_id)
+
+    def running(self, at: float) -> list[Job]:
+        return sorted((j for j in self._jobs.values() if j.running_at(at)), key=lambda j: job_sort_key(j.job_id))
+
+    def jobs_of_host(self, host: str, at: float) -> list[Job]:
+        jobs = (self._jobs[i] for i in self._by_host.get(host, ()))
+        return sorted((j for j in jobs if j.running_at(at)), key=lambda j: job_sort_key(j.job_id))
+
+    def all(self) -> list[Job]:
+        return sorted(self._jobs.values(), key=lambda j: job_sort_key(j.job_id))
+
+    def prune(self, *, before: float) -> int:
+        """Forget jobs that ended before `before`, so a long-running book stays small."""
+        done = [i for i, j in self._jobs.items() if j.end is not None and j.end < before]
+        for job_id in done:
+            self._forget(job_id)
+        return len(done)
+
+    def _forget(self, job_id: str) -> None:
+        old = self._jobs.pop(job_id, None)
+        self._seen.pop(job_id, None)
+        for host in (old.hosts if old else ()):
+            ids = self._by_host.get(host)
+            if ids is not None:
+                ids.discard(job_id)
+                if not ids:
+                    del self._by_host[host]
+
+    def to_dict(self) -> dict:
+        return {"jobs": [{**job_to_dict(j), "seen": self._seen.get(j.job_id)} for j in self.all()]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> JobBook:
+        book = cls()
+        for item in d.get("jobs", []):
+            book.update(job_from_dict(item), ts=item.get("seen"))
+        return book
