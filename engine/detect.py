@@ -30,6 +30,13 @@ def _template(text: str) -> list[tuple[bool, str]]:
     return parts
 
 
+def _peaks(peaks: dict[str, float], rule: Rule, feats: dict) -> None:
+    for f in rule.features:
+        v = feats.get(f)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > peaks.get(f, float("-inf")):
+            peaks[f] = float(v)
+
+
 def symptom_key(rule_id: str, entity_id: str, start: float) -> str:
     return f"{rule_id}@{entity_id}@{start:.3f}"
 
@@ -90,25 +97,24 @@ class Detector:
             dq = self.hits.get(key)
             if dq is None:
                 dq = self.hits[key] = deque()
-            dq.append(ts)
-            while dq[0] < ts - rule.within_s:
+            dq.append((ts, feats))
+            while dq[0][0] < ts - rule.within_s:
                 dq.popleft()
             if len(dq) < rule.hits:
                 return
             del self.hits[key]
+            start = dq[0][0]
             sym = Symptom(
-                key=symptom_key(rule.id, eid, dq[0]), kind=rule.symptom, family=rule.family,
+                key=symptom_key(rule.id, eid, start), kind=rule.symptom, family=rule.family,
                 entity=Entity(rule.entity_kind, eid), device=metric.tags["host"],
-                start=dq[0], last=ts, severity=rule.severity, rule=rule.id,
+                start=start, last=ts, severity=rule.severity, rule=rule.id,
             )
+            for _, earlier in dq:
+                _peaks(sym.metrics, rule, earlier)
             self.active[key] = sym
             self._out.append(sym)
         sym.last = ts
-        peaks = sym.metrics
-        for f in rule.features:
-            v = feats.get(f)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > peaks.get(f, float("-inf")):
-                peaks[f] = float(v)
+        _peaks(sym.metrics, rule, feats)
 
     def _entity(self, rule: Rule, metric: Metric) -> str | None:
         out = []
@@ -134,7 +140,7 @@ class Detector:
                 del self.active[key]
                 self._out.append(sym)
         for key, dq in list(self.hits.items()):
-            if dq[-1] < now - self._rules_of[key[0]].within_s:
+            if dq[-1][0] < now - self._rules_of[key[0]].within_s:
                 del self.hits[key]
         for rule in self.rules.silence:
             for device, seen in self.last_seen.items():

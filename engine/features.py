@@ -250,24 +250,24 @@ class FeatureExtractor:
             values = {c: fields[c] for c in p.counters if c in fields}
             if st is None:
                 self.series[metric.series] = SeriesState(metric.ts, values)
-                return feats if feats else None
-            dt = metric.ts - st.ts
-            if dt <= 0:
-                return None
-            prev = st.values
-            for c, v in values.items():
-                old = prev.get(c)
-                if old is None or v.__class__ is str or old.__class__ is str:
-                    continue
-                delta = v - old
-                if delta < 0:
-                    self.counter_resets += 1  # reset: no rate for this interval
-                    continue
-                feats[c + "_rate"] = delta / dt
-            st.ts = metric.ts
-            st.values = values
+            else:
+                dt = metric.ts - st.ts
+                if dt <= 0:
+                    return None
+                prev = st.values
+                for c, v in values.items():
+                    old = prev.get(c)
+                    if old is None or v.__class__ is str or old.__class__ is str:
+                        continue
+                    delta = v - old
+                    if delta < 0:
+                        self.counter_resets += 1  # reset: no rate for this interval
+                        continue
+                    feats[c + "_rate"] = delta / dt
+                st.ts = metric.ts
+                st.values = values
         for d in p.derived:
             v = d.fn(feats)
             if v is not None:
                 feats[d.name] = v
-        return feats
+        return feats or None

@@ -6,6 +6,7 @@ offline.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from importlib import resources
 from pathlib import Path
@@ -146,7 +147,9 @@ def _condition(src, rid, where, text, known, meas) -> Condition:
         raise RuleError(src, rid, where, f"cannot read {text!r}: expected 'feature OP value' with OP in {' '.join(OPS)}")
     feature, op, value = m.groups()
     if feature not in known:
-        close = sorted(k for k in known if feature.split("_")[0] in k)[:5]
+        close = difflib.get_close_matches(feature, sorted(known), n=3, cutoff=0.6)
+        if feature + "_rate" in known:
+            close = [feature + "_rate"] + [c for c in close if c != feature + "_rate"]
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise RuleError(src, rid, where, f"unknown feature {feature!r} for measurement {meas!r}{hint}")
     if value[:1] in "\"'" and value[-1:] == value[:1] and len(value) >= 2:

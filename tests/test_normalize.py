@@ -1,0 +1,221 @@
+"""Stage 1: raw Telegraf JSON -> Metric or Reject (contract section 1).
+
+T0 = 1764400000 is 2025-11-29T07:06:40Z, worked by hand: 1764400000 s = 20421 days and
+25600 s (7 h 6 min 40 s); 20421 days = 20089 days to 2025-01-01 (55 years, 14 of them
+leap) + 332, and day 333 of 2025 is 29 November.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.normalize import parse_line, parse_metric, seconds
+from engine.types import Metric
+
+T0 = 1764400000
+
+
+def doc(**over) -> dict:
+    base = {
+        "name": "switch_port",
+        "tags": {"host": "leaf01", "interface": "swp1"},
+        "fields": {"if_in_octets": 123456, "oper_status": "up"},
+        "timestamp": T0,
+    }
+    for key, value in over.items():
+        if value is ...:
+            base.pop(key)
+        else:
+            base[key] = value
+    return base
+
+
+def line(**over) -> str:
+    return json.dumps(doc(**over))
+
+
+# ------------------------------------------------------------- timestamps
+
+
+@pytest.mark.parametrize(
+    ("stamp", "expected"),
+    [
+        (T0, T0),  # s
+        (T0 * 1000, T0),  # ms
+        (T0 * 1_000_000, T0),  # us
+        (T0 * 1_000_000_000, T0),  # ns
+        (float(T0), T0),  # float s
+        (T0 + 0.25, T0 + 0.25),  # float s with a fraction
+        (T0 * 1000 + 250, T0 + 0.25),  # ms with a fraction of a second
+        (T0 * 1_000_000_000 + 500_000_000, T0 + 0.5),  # ns with a fraction
+        ("2025-11-29T07:06:40Z", T0),  # RFC 3339, Z
+        ("2025-11-29T07:06:40.250Z", T0 + 0.25),  # RFC 3339 with fraction
+        ("2025-11-29T09:06:40+02:00", T0),  # RFC 3339, positive offset
+        ("2025-11-29T02:06:40-05:00", T0),  # RFC 3339, negative offset
+        ("2025-11-29T07:06:40+00:00", T0),
+    ],
+)
+def test_every_timestamp_unit_maps_to_the_same_second(stamp, expected):
+    metrics, rejects = parse_line(line(timestamp=stamp))
+    assert rejects == []
+    assert len(metrics) == 1
+    assert metrics[0].ts == pytest.approx(expected, rel=1e-12, abs=1e-6)
+
+
+def test_metric_fields_survive_normalisation():
+    m = parse_metric(doc())
+    assert isinstance(m, Metric)
+    assert m.name == "switch_port"
+    assert m.tags == {"host": "leaf01", "interface": "swp1"}
+    assert m.fields == {"if_in_octets": 123456, "oper_status": "up"}
+    assert m.ts == T0
+
+
+UNITS = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+Y2001 = 978307200  # 2001-01-01T00:00:00Z: 31 years, 8 of them leap -> 11323 days
+Y2100 = 4102444800  # 2100-01-01T00:00:00Z
+
+
+@given(second=st.integers(Y2001, Y2100 - 1), unit=st.sampled_from(sorted(UNITS)))
+def test_unit_inference_recovers_the_second(second, unit):
+    """Invariant unit_inference: for any epoch second in 2001..2099 and any of s/ms/us/ns,
+    seconds(second * scale) is that second."""
+    assert seconds(second * UNITS[unit]) == pytest.approx(second, rel=1e-9)
+
+
+@given(second=st.integers(Y2001, Y2100 - 1))
+def test_float_seconds_and_rfc3339_recover_the_second(second):
+    """Invariant unit_inference (float s and RFC 3339 forms of the same instant)."""
+    text = datetime.fromtimestamp(second, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert seconds(float(second)) == pytest.approx(second, rel=1e-9)
+    assert seconds(text) == pytest.approx(second, rel=1e-9)
+
+
+def test_year_bounds_were_worked_out_correctly():
+    assert datetime.fromtimestamp(Y2001, tz=timezone.utc) == datetime(2001, 1, 1, tzinfo=timezone.utc)
+    assert datetime.fromtimestamp(Y2100, tz=timezone.utc) == datetime(2100, 1, 1, tzinfo=timezone.utc)
+    assert datetime.fromtimestamp(T0, tz=timezone.utc) == datetime(2025, 11, 29, 7, 6, 40, tzinfo=timezone.utc)
+
+
+# ---------------------------------------------------------------- rejects
+
+
+REJECTS = [
+    ("bad_json", '{"name": "switch_port", "tags": {'),
+    ("bad_json", "not json at all"),
+    ("not_an_object", "[1, 2, 3]"),
+    ("not_an_object", '"switch_port"'),
+    ("not_an_object", "42"),
+    ("missing_name", line(name=...)),
+    ("missing_name", line(name="")),
+    ("missing_name", line(name=7)),
+    ("missing_host", line(tags={"interface": "swp1"})),
+    ("missing_host", line(tags={"host": "", "interface": "swp1"})),
+    ("bad_tags", line(tags=...)),
+    ("bad_tags", line(tags=["host", "leaf01"])),
+    ("bad_tags", line(tags={"host": "leaf01", "interface": ["swp1"]})),
+    ("bad_tags", line(tags={"host": "leaf01", "interface": None})),
+    ("bad_fields", line(fields=...)),
+    ("bad_fields", line(fields={})),
+    ("bad_fields", line(fields=[1, 2])),
+    ("bad_fields", line(fields={"if_in_octets": [1, 2]})),
+    ("bad_fields", line(fields={"if_in_octets": None})),
+    ("bad_fields", line(fields={"if_in_octets": {"value": 1}})),
+    ("non_finite_field", line().replace("123456", "NaN")),
+    ("non_finite_field", line().replace("123456", "Infinity")),
+    ("non_finite_field", line().replace("123456", "-Infinity")),
+    ("missing_timestamp", line(timestamp=...)),
+    ("bad_timestamp", line(timestamp=12345)),  # 1970: absurd in every unit
+    ("bad_timestamp", line(timestamp=-T0)),
+    ("bad_timestamp", line(timestamp=10**25)),  # beyond 2100 even as ns
+    ("bad_timestamp", line(timestamp=50_000_000_000)),  # year 3554 as s, 1971 as ms
+    ("bad_timestamp", line(timestamp=True)),
+    ("bad_timestamp", line(timestamp=False)),
+    ("bad_timestamp", line(timestamp=None)),
+    ("bad_timestamp", line(timestamp=[T0])),
+    ("bad_timestamp", line(timestamp="2025-11-29T07:06:40")),  # naive: no time zone
+    ("bad_timestamp", line(timestamp="yesterday")),
+    ("bad_timestamp", line(timestamp="")),
+    ("bad_timestamp", line().replace(str(T0), "NaN")),
+]
+
+
+@pytest.mark.parametrize(("reason", "raw"), REJECTS)
+def test_unreadable_records_are_rejected_with_their_reason(reason, raw):
+    metrics, rejects = parse_line(raw)
+    assert metrics == []
+    assert [r.reason for r in rejects] == [reason]
+    assert rejects[0].detail  # a human-readable explanation
+    assert rejects[0].raw == raw  # the record as received, for the rejects file
+
+
+def test_bytes_lines_are_read_like_text():
+    metrics, rejects = parse_line(line().encode())
+    assert rejects == [] and metrics[0].ts == T0
+    metrics, rejects = parse_line(b"\xff\xfe garbage")
+    assert metrics == [] and [r.reason for r in rejects] == ["bad_json"]
+
+
+def test_nan_field_detail_names_the_field():
+    _, rejects = parse_line(line().replace("123456", "NaN"))
+    assert "if_in_octets" in rejects[0].detail
+
+
+# ---------------------------------------------------------------- batches
+
+
+def test_batch_with_one_bad_member_keeps_the_good_ones():
+    bad = doc(tags={"interface": "swp2"})  # no host
+    batch = {"metrics": [doc(tags={"host": "leaf01", "interface": "swp1"}), bad,
+                         doc(tags={"host": "leaf02", "interface": "swp1"}, timestamp=T0 * 1000)]}
+    metrics, rejects = parse_line(json.dumps(batch))
+    assert [m.tags["host"] for m in metrics] == ["leaf01", "leaf02"]
+    assert [m.ts for m in metrics] == [T0, T0]
+    assert [r.reason for r in rejects] == ["missing_host"]
+    assert json.loads(rejects[0].raw) == bad  # the bad member alone, not the whole batch
+
+
+def test_batch_of_mixed_faults_reports_each():
+    batch = {"metrics": [doc(), "oops", doc(timestamp=...), doc(fields={})]}
+    metrics, rejects = parse_line(json.dumps(batch))
+    assert len(metrics) == 1
+    assert sorted(r.reason for r in rejects) == ["bad_fields", "missing_timestamp", "not_an_object"]
+
+
+def test_empty_batch_is_nothing():
+    assert parse_line('{"metrics": []}') == ([], [])
+
+
+def test_batch_that_is_not_a_list_is_rejected():
+    metrics, rejects = parse_line('{"metrics": {"name": "x"}}')
+    assert metrics == []
+    assert len(rejects) == 1
+
+
+# ---------------------------------------------------------------- series key
+
+
+tag_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).filter(lambda k: k != "host")
+tag_values = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789:-.", min_size=1, max_size=8)
+
+
+@given(tags=st.dictionaries(tag_names, tag_values, max_size=6), data=st.data())
+def test_series_key_is_independent_of_tag_order(tags, data):
+    """Invariant series_identity: the same tags in any order give the same series key."""
+    items = [("host", "leaf01"), *tags.items()]
+    shuffled = data.draw(st.permutations(items))
+    a = parse_metric(doc(tags=dict(items)))
+    b = parse_metric(doc(tags=dict(shuffled)))
+    assert isinstance(a, Metric) and isinstance(b, Metric)
+    assert a.series == b.series
+
+
+def test_series_key_separates_series():
+    a = parse_metric(doc(tags={"host": "leaf01", "interface": "swp1"}))
+    b = parse_metric(doc(tags={"host": "leaf01", "interface": "swp2"}))
+    c = parse_metric(doc(name="nic_port", tags={"host": "leaf01", "interface": "swp1"}))
+    assert len({a.series, b.series, c.series}) == 3
