@@ -125,6 +125,8 @@ class Correlator:
         for inc in list(self.open.values()):
             if inc.dirty:
                 self._rerank(inc, ctx)
+        self._merge_unpublished(ctx)
+        for inc in list(self.open.values()):
             if not inc.published:
                 if inc.can_open and watermark >= inc.received_at + self.config.settle_s \
                         and inc.root_causes and inc.root_causes[0].score >= self.config.min_score:
@@ -146,6 +148,42 @@ class Correlator:
                 inc.updated_at = watermark
                 self._emit(inc)
             inc.dirty = False
+
+    def _merge_unpublished(self, ctx: Context) -> None:
+        """Symptoms of one fault that arrived together may have founded several groups
+        before any was ranked: fold a not-yet-published group into an older incident
+        whose leading cause is the same, or explains most of the group."""
+        ordered = sorted(self.open.values(), key=lambda i: (i.opened_at, i.id))
+        for young in [i for i in ordered if not i.published and i.root_causes]:
+            for old in ordered:
+                if old is young or old.id not in self.open or not old.root_causes:
+                    continue
+                if not old.published and (old.opened_at, old.id) > (young.opened_at, young.id):
+                    continue
+                if self._same_fault(old, young, ctx):
+                    self._fold(young, into=old)
+                    self._rerank(old, ctx)
+                    break
+
+    @staticmethod
+    def _same_fault(old: Incident, young: Incident, ctx: Context) -> bool:
+        top, other = old.root_causes[0], young.root_causes[0]
+        if (top.cause, top.entity) == (other.cause, other.entity):
+            return True
+        symptoms = list(young.symptoms.values())
+        total = sum(s.severity for s in symptoms) or 1.0
+        covered = sum(s.severity * explain(top.cause, top.entity, s, ctx) for s in symptoms)
+        return covered / total >= 0.5
+
+    def _fold(self, young: Incident, *, into: Incident) -> None:
+        for key, s in young.symptoms.items():
+            into.symptoms[key] = s
+            self.home[key] = into.id
+        into.opened_at = min(into.opened_at, young.opened_at)
+        if young.can_open and not into.can_open:
+            into.can_open, into.received_at = True, young.received_at
+        into.dirty = True
+        del self.open[young.id]
 
     def _rerank(self, inc: Incident, ctx: Context) -> None:
         symptoms = list(inc.symptoms.values())

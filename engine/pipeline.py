@@ -126,6 +126,7 @@ class Pipeline:
         self.stats.watermark = now
         self.stats.incidents_opened = self.correlator.opened
         self.stats.incidents_resolved = self.correlator.resolved
+        self.stats.counter_resets = self.detector.extractor.counter_resets
 
     def finish(self) -> None:
         """End of input: release held records and run the timers to the last event time."""

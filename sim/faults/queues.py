@@ -1,0 +1,256 @@
+"""Faults of queues and traffic: pfc_storm, congestion, microburst, noisy_neighbor."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..events import wjh_buffer_drop
+from ..fabric import BUFFER_BYTES, PACKET_BYTES
+from ..tick import Tick
+from ..traffic import Loads, port_flows
+from . import MIB, Fault, congest
+
+
+@dataclass
+class PfcStorm(Fault):
+    """A host NIC sends pause without end; the pause tree spreads one hop per second:
+    its leaf port (t+0), that leaf's uplinks and the spines (t+1), the spines' ports to
+    the job's other leaves (t+2), those leaves' ports to the job's hosts (t+3)."""
+
+    cause = "pfc_storm"
+    kind = "interface"
+    endpoint: int = 0
+    _stormed: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        f, v = self.fabric, self.endpoint
+        job = self.job_of(v)
+        peers = [h for h in (job.hosts if job else ()) if h != v]
+        leaf = f.endpoints[v].leaf
+        self.local = [h for h in peers if f.endpoints[h].leaf == leaf]
+        self.remote = [h for h in peers if f.endpoints[h].leaf != leaf]
+        self.remote_leaves = sorted({f.endpoints[h].leaf for h in self.remote})
+        self.leaf = leaf
+
+    def _age(self, tick: Tick) -> float:
+        """Whole intervals since the storm began: 0 in the first one."""
+        return tick.t - tick.dt - self.start
+
+    def shape(self, tick: Tick) -> None:
+        if not self.active(tick):
+            return
+        age, rng = self._age(tick), tick.rng
+        drop = (lambda: rng.uniform(0.1, 0.5)) if self.strong else (lambda: rng.uniform(0.5, 0.8))
+        paused = [self.endpoint] + (self.local if age >= 1 else []) + (
+            self.remote if age >= 3 else [])
+        for h in paused:
+            tick.tx_factor[h] *= drop()
+        tick.rx_factor[self.endpoint] *= drop()
+
+    def apply(self, tick: Tick, loads: Loads) -> None:
+        f, rng = self.fabric, tick.rng
+        vport = int(f.host_port[self.endpoint])
+        if self.ends(tick) and self._stormed:
+            tick.sq_add(vport, "pfcwd_deadlock_restored", 1)
+            self._stormed = False
+        frac = self.frac(tick)
+        if frac <= 0 or not self.active(tick):
+            return
+        age = self._age(tick)
+        rate = (rng.uniform(5_000, 20_000) if self.strong else rng.uniform(300, 800)) * frac
+        dur = (800_000 if self.strong else 100_000) * rng.uniform(0.9, 1.05) * frac
+        v = self.endpoint
+        tick.nic_add(v, "tx_prio3_pause", rate)
+        tick.nic_add(v, "tx_prio3_pause_duration", dur)
+        if self.strong:
+            tick.nic_add(v, "tx_pause_storm_warning_events", 1)
+        self._rx(tick, vport, rate, dur)
+        occ = rng.uniform(8, 14) * MIB if self.strong else rng.uniform(1, 3) * MIB
+        self._fill(tick, vport, occ)
+        if self.strong and age >= 3 and not self.ends(tick):
+            tick.stormed[vport] = True
+            if not self._stormed:
+                tick.sq_add(vport, "pfcwd_deadlock_detected", 1)
+                self._stormed = True
+        self._spread(tick, age, 0.3 * rate, 0.3 * dur)
+
+    def _spread(self, tick: Tick, age: float, rate: float, dur: float) -> None:
+        """The pause tree beyond the first hop, one hop per interval."""
+        f, alive = self.fabric, tick.alive()
+        spines = [s for s in range(f.spec.spines) if alive[self.leaf, s]]
+        if age >= 1:
+            for s in spines:
+                self._tx(tick, int(f.up_port[self.leaf, s]), rate, dur)
+                self._rx(tick, int(f.down_port[s, self.leaf]), rate, dur)
+                self._fill(tick, int(f.down_port[s, self.leaf]), tick.rng.uniform(1, 4) * MIB)
+            self._pause_hosts(tick, self.local, rate, dur)
+        if age >= 2:
+            for b in self.remote_leaves:
+                for s in spines:
+                    if alive[b, s]:
+                        self._tx(tick, int(f.down_port[s, b]), rate, dur)
+                        self._rx(tick, int(f.up_port[b, s]), rate, dur)
+                        self._fill(tick, int(f.up_port[b, s]), tick.rng.uniform(1, 4) * MIB)
+        if age >= 3:
+            self._pause_hosts(tick, self.remote, rate, dur)
+
+    def _pause_hosts(self, tick: Tick, hosts: list[int], rate: float, dur: float) -> None:
+        for h in hosts:
+            self._tx(tick, int(self.fabric.host_port[h]), rate, dur)
+            tick.nic_add(h, "rx_prio3_pause", rate)
+            tick.nic_add(h, "rx_prio3_pause_duration", dur)
+
+    @staticmethod
+    def _tx(tick: Tick, port: int, rate: float, dur: float) -> None:
+        tick.sp_add(port, "pfc_3_tx_pkts", rate * tick.rng.uniform(0.9, 1.1))
+        tick.sp_add(port, "pfc_3_tx_pause_duration_us", dur * tick.rng.uniform(0.9, 1.1))
+
+    @staticmethod
+    def _rx(tick: Tick, port: int, rate: float, dur: float) -> None:
+        tick.sp_add(port, "pfc_3_rx_pkts", rate)
+        tick.sp_add(port, "pfc_3_rx_pause_duration_us", dur)
+
+    @staticmethod
+    def _fill(tick: Tick, port: int, occ: float) -> None:
+        """A paused egress queue fills up."""
+        tick.occ[port] = occ
+        tick.wm[port] = max(tick.wm[port], min(BUFFER_BYTES, occ * tick.rng.uniform(1.0, 1.1)))
+
+    def detail(self) -> dict:
+        names = lambda hs: [self.fabric.endpoints[h].name for h in hs]  # noqa: E731
+        return {"paused_hosts": names(self.local + self.remote),
+                "remote_leaves": [self.fabric.leaves[b] for b in self.remote_leaves]}
+
+
+@dataclass
+class Congestion(Fault):
+    """Incast: the victim's job hosts all send to it; its leaf egress port runs at line
+    rate with a deep queue, ECN marks and CNPs, a few WRED drops, and no pause."""
+
+    cause = "congestion"
+    kind = "interface"
+    endpoint: int = 0  # the receiving host
+
+    def senders(self) -> list[int]:
+        job = self.job_of(self.endpoint)
+        return [h for h in (job.hosts if job else ()) if h != self.endpoint]
+
+    def demand(self, tick: Tick, d: np.ndarray) -> None:
+        frac = self.frac(tick)
+        if frac > 0:
+            extra = (0.35 if self.strong else 0.15) * frac * self.fabric.spec.line_bytes
+            d[self.senders(), self.endpoint] += extra
+
+    def apply(self, tick: Tick, loads: Loads) -> None:
+        frac = self.frac(tick)
+        if frac <= 0:
+            return
+        rng, port = tick.rng, int(self.fabric.host_port[self.endpoint])
+        if self.strong:
+            occ, marks = rng.uniform(4, 12) * MIB, rng.uniform(50e3, 200e3)
+            drops = rng.randint(0, 20)
+        else:
+            occ, marks, drops = rng.uniform(2, 4) * MIB, rng.uniform(5e3, 20e3), rng.randint(0, 3)
+        congest(tick, loads, port, occupancy=occ, marks=marks * frac)
+        tick.sp_add(port, "wred_dropped_packets", drops)
+        tick.sq_add(port, "wred_dropped_packets", drops)
+
+    def detail(self) -> dict:
+        return {"senders": [self.fabric.endpoints[h].name for h in self.senders()]}
+
+
+@dataclass
+class Microburst(Fault):
+    """Every 3-8 s one interval where a host port's queue spikes to the buffer limit and
+    drops packets, while the port's average utilisation stays low."""
+
+    cause = "microburst"
+    kind = "interface"
+    endpoint: int = 0
+    bursts: list[float] = field(default_factory=list)
+
+    def shape(self, tick: Tick) -> None:
+        tick.rx_factor[self.endpoint] *= 0.7  # a lightly loaded host: < 30 % utilisation
+
+    def apply(self, tick: Tick, loads: Loads) -> None:
+        f, rng = self.fabric, tick.rng
+        port = f.ports[int(f.host_port[self.endpoint])]
+        for when in self.bursts:
+            if not (tick.t0 < when <= tick.t):
+                continue
+            peak = rng.uniform(0.9, 1.0) if self.strong else rng.uniform(0.85, 0.92)
+            drops = rng.randint(50, 500) if self.strong else rng.randint(5, 50)
+            tick.wm[port.index] = peak * BUFFER_BYTES
+            tick.sq_add(port.index, "dropped_packets", drops)
+            tick.sq_add(port.index, "dropped_bytes", drops * PACKET_BYTES)
+            tick.sp_add(port.index, "if_out_discards", drops)
+            tick.nic_add(self.endpoint, "out_of_sequence", max(1, drops // 20))
+            _, send = port_flows(f, loads, port.index)
+            src = int(np.argmax(send)) if send.sum() > 0 else self.endpoint
+            ingress = (f.endpoints[src].leaf_port if f.endpoints[src].leaf == port.leaf
+                       else f.uplink_iface(rng.randrange(f.spec.spines)))
+            tick.events.append(wjh_buffer_drop(
+                port.device, ingress=ingress, egress=port.iface, t=when, drops=drops,
+                occupancy=int(peak * BUFFER_BYTES), sip=f.endpoints[src].ip,
+                dip=f.endpoints[self.endpoint].ip, sport=rng.randint(49152, 65535)))
+
+    def detail(self) -> dict:
+        return {"bursts": self.bursts}
+
+
+@dataclass
+class NoisyNeighbor(Fault):
+    """One job surges to line rate towards its hosts on other leaves: its leaves'
+    uplinks and the spines' ports towards them saturate, with deep queues and ECN
+    marks; other jobs crossing those links get CNPs and lose throughput."""
+
+    cause = "noisy_neighbor"
+    kind = "job"
+
+    def __post_init__(self) -> None:
+        f = self.fabric
+        self.job = next(j for j in self.jobs if j.job_id == self.entity)
+        self.noisy_leaves = sorted({f.endpoints[h].leaf for h in self.job.hosts})
+        self.victims = [h for j in self.jobs if j is not self.job for h in j.hosts
+                        if f.endpoints[h].leaf in self.noisy_leaves and self._spans(j)]
+
+    def _spans(self, job) -> bool:
+        return len({self.fabric.endpoints[h].leaf for h in job.hosts}) > 1
+
+    def shape(self, tick: Tick) -> None:
+        if self.active(tick):
+            lo, hi = (0.8, 0.9) if self.strong else (0.9, 0.97)
+            for h in self.victims:
+                tick.tx_factor[h] *= tick.rng.uniform(lo, hi)
+
+    def demand(self, tick: Tick, d: np.ndarray) -> None:
+        frac = self.frac(tick)
+        if frac <= 0:
+            return
+        f = self.fabric
+        level = tick.rng.uniform(0.95, 1.0) if self.strong else tick.rng.uniform(0.75, 0.85)
+        for h in self.job.hosts:
+            far = [x for x in self.job.hosts if f.endpoints[x].leaf != f.endpoints[h].leaf]
+            if far:
+                d[h, far] += level * frac * f.spec.line_bytes / len(far)
+
+    def saturated_ports(self, tick: Tick) -> list[int]:
+        f, alive = self.fabric, tick.alive()
+        return [int(p) for a in self.noisy_leaves for s in range(f.spec.spines) if alive[a, s]
+                for p in (f.up_port[a, s], f.down_port[s, a])]
+
+    def apply(self, tick: Tick, loads: Loads) -> None:
+        frac = self.frac(tick)
+        if frac <= 0:
+            return
+        rng = tick.rng
+        for port in self.saturated_ports(tick):
+            if self.strong:
+                occ, marks = rng.uniform(3, 10) * MIB, rng.uniform(20e3, 100e3)
+            else:
+                occ, marks = rng.uniform(1, 3) * MIB, rng.uniform(2e3, 10e3)
+            congest(tick, loads, port, occupancy=occ, marks=marks * frac)
+
+    def detail(self) -> dict:
+        return {"victim_hosts": [self.fabric.endpoints[h].name for h in self.victims]}
