@@ -10,9 +10,11 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.types import Entity, Metric, Symptom
+from rules.compile import compile_rules
 from rules.schema import Rule, RuleSet
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_]+)\}")
@@ -54,12 +56,14 @@ class Detector:
     unresolved_entities: int = 0
     _rules_of: dict[str, Rule] = field(default_factory=dict)
     _templates: dict[str, list] = field(default_factory=dict)
+    _checks: dict[str, Callable[[dict], list[Rule]]] = field(default_factory=dict)
     _out: list[Symptom] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.extractor = FeatureExtractor(
             {m: plan(m, self.rules.features_needed(m)) for m in self.rules.by_measurement}
         )
+        self._checks = {m: compile_rules(rules) for m, rules in self.rules.by_measurement.items()}
         for r in self.rules.rules:
             self._rules_of[r.id] = r
             self._templates[r.id] = _template(r.entity)
@@ -75,15 +79,14 @@ class Detector:
             sym = self.silent.pop(host)
             sym.end = ts
             self._out.append(sym)
-        rules = self.rules.by_measurement.get(metric.name)
-        if not rules:
+        check = self._checks.get(metric.name)
+        if check is None:
             return
         feats = self.extractor.extract(metric)
         if not feats:
             return
-        for rule in rules:
-            if rule.matches(feats):
-                self._hit(rule, metric, feats)
+        for rule in check(feats):
+            self._hit(rule, metric, feats)
 
     def _hit(self, rule: Rule, metric: Metric, feats: dict) -> None:
         eid = self._entity(rule, metric)

@@ -223,15 +223,48 @@ class SeriesState:
     values: dict[str, float]
 
 
+_NUMBERS = frozenset((int, float))
+
+
+def compile_rates(counters: tuple[str, ...]) -> Callable[[dict, dict, float, dict], int]:
+    """rates(fields, prev, dt, feats) -> resets: straight-line code for one plan's counters.
+
+    For each counter present as a number: remember it in `prev`; if there was a previous
+    value, put `<name>_rate` = delta / dt in `feats`, or count a reset when it decreased.
+    Generated once per measurement because this loop is the hottest in the engine."""
+    src = ["def rates(fields, prev, dt, feats):", "    resets = 0", "    g = fields.get", "    p = prev.get"]
+    for c in counters:
+        src += [
+            f"    x = g({c!r})",
+            "    if x.__class__ in NUM:",
+            f"        o = p({c!r})",
+            f"        prev[{c!r}] = x",
+            "        if o is not None:",
+            "            if x >= o:",
+            f"                feats[{c + '_rate'!r}] = (x - o) / dt",
+            "            else:",
+            "                resets += 1",
+        ]
+    src.append("    return resets")
+    namespace = {"NUM": _NUMBERS}
+    exec(compile("\n".join(src), "<counter rates>", "exec"), namespace)
+    return namespace["rates"]
+
+
 @dataclass
 class FeatureExtractor:
     """Per-series counter memory. `extract` returns the features of one record, or None
-    for the first sample of a series (no rate yet) and for samples not newer than the
-    last one."""
+    when there are none (e.g. the first sample of a series that only has counters) and
+    for samples not newer than the last one. A counter that decreased was reset: it
+    gets no rate for that interval."""
 
     plans: dict[str, FeaturePlan]
     series: dict[str, SeriesState] = field(default_factory=dict)
     counter_resets: int = 0
+    _rates: dict[str, Callable] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._rates = {m: compile_rates(p.counters) for m, p in self.plans.items() if p.counters}
 
     def extract(self, metric) -> dict | None:
         p = self.plans.get(metric.name)
@@ -245,27 +278,18 @@ class FeatureExtractor:
                 v = metric.tags.get(g)  # event records carry some of their facts as tags
             if v is not None:
                 feats[g] = v
-        if p.counters:
+        rates = self._rates.get(metric.name)
+        if rates is not None:
             st = self.series.get(metric.series)
-            values = {c: fields[c] for c in p.counters if c in fields}
             if st is None:
-                self.series[metric.series] = SeriesState(metric.ts, values)
+                st = self.series[metric.series] = SeriesState(metric.ts, {})
+                rates(fields, st.values, 1.0, feats)  # remembers values; no rate yet
             else:
                 dt = metric.ts - st.ts
                 if dt <= 0:
                     return None
-                prev = st.values
-                for c, v in values.items():
-                    old = prev.get(c)
-                    if old is None or v.__class__ is str or old.__class__ is str:
-                        continue
-                    delta = v - old
-                    if delta < 0:
-                        self.counter_resets += 1  # reset: no rate for this interval
-                        continue
-                    feats[c + "_rate"] = delta / dt
+                self.counter_resets += rates(fields, st.values, dt, feats)
                 st.ts = metric.ts
-                st.values = values
         for d in p.derived:
             v = d.fn(feats)
             if v is not None:

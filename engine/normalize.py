@@ -9,6 +9,11 @@ import json
 import math
 from datetime import datetime
 
+try:  # orjson is several times faster; the standard parser is the fallback and the judge
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover
+    _fast_loads = json.loads
+
 from engine.types import Metric, Reject
 
 # Plausible event times: 2000-01-01 .. 2100-01-01. Anything else is a unit or clock bug.
@@ -51,16 +56,42 @@ def seconds(value: object) -> float:
     return ts
 
 
+class _NonFinite:
+    """Stands in for a NaN/Infinity literal so the record is rejected with that reason."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+_SCALARS = frozenset((int, float, str, bool))
+_STRINGS = frozenset((str,))
+
+
 def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
     """One line of a recorded file (or one Kafka message value)."""
     try:
-        doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return [], [Reject("bad_json", str(exc), _text(line))]
-    return parse_document(doc, line)
+        doc = _fast_loads(line)
+    except ValueError:
+        # Not strict JSON. NaN/Infinity literals parse here so the reject can say so.
+        try:
+            doc = json.loads(line, parse_constant=_NonFinite)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return [], [Reject("bad_json", str(exc), _text(line))]
+        return parse_document(doc, line, check_floats=True)
+    return parse_document(doc, line, check_floats=_fast_loads is json.loads)
 
 
-def parse_document(doc: object, raw: bytes | str = "") -> tuple[list[Metric], list[Reject]]:
+def parse_document(doc: object, raw: bytes | str = "", *, check_floats: bool = True) -> tuple[list[Metric], list[Reject]]:
+    if doc.__class__ is dict and "name" in doc:  # the common case: one metric
+        result = parse_metric(doc, check_floats=check_floats)
+        if result.__class__ is Metric:
+            return [result], []
+        return [], [Reject(result[0], result[1], _text(raw))]
     if isinstance(doc, dict) and "metrics" in doc and "name" not in doc:
         batch = doc["metrics"]
         if not isinstance(batch, list):
@@ -71,7 +102,7 @@ def parse_document(doc: object, raw: bytes | str = "") -> tuple[list[Metric], li
     metrics: list[Metric] = []
     rejects: list[Reject] = []
     for item in items:
-        result = parse_metric(item)
+        result = parse_metric(item, check_floats=check_floats)
         if isinstance(result, Metric):
             metrics.append(result)
         else:
@@ -80,8 +111,11 @@ def parse_document(doc: object, raw: bytes | str = "") -> tuple[list[Metric], li
     return metrics, rejects
 
 
-def parse_metric(doc: object) -> Metric | tuple[str, str]:
-    """A Metric, or (reason, detail) naming exactly what is wrong."""
+def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[str, str]:
+    """A Metric, or (reason, detail) naming exactly what is wrong.
+
+    `check_floats=False` skips the scan for infinite floats when the strict parser has
+    already refused them (the hot path)."""
     if not isinstance(doc, dict):
         return "not_an_object", f"expected a JSON object, got {type(doc).__name__}"
     name = doc.get("name")
@@ -93,29 +127,33 @@ def parse_metric(doc: object) -> Metric | tuple[str, str]:
     host = tags.get("host")
     if not isinstance(host, str) or not host:
         return "missing_host", "'tags.host' is missing or not a non-empty string"
-    for k, v in tags.items():
-        if not isinstance(v, str):
+    if not _STRINGS.issuperset(map(type, tags.values())):
+        for k, v in tags.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 tags[k] = str(v)
-            else:
+            elif not isinstance(v, str):
                 return "bad_tags", f"tag {k!r} is {type(v).__name__}, not a string"
     fields = doc.get("fields")
     if not isinstance(fields, dict) or not fields:
         return "bad_fields", "'fields' is missing, empty or not an object"
-    for k, v in fields.items():
-        if v.__class__ is float:
-            if not _isfinite(v):
+    if not _SCALARS.issuperset(map(type, fields.values())):
+        for k, v in fields.items():
+            if isinstance(v, _NonFinite):
                 return "non_finite_field", f"field {k!r} is {v}"
-        elif not isinstance(v, (int, str, bool)):
-            return "bad_fields", f"field {k!r} is {type(v).__name__}"
+            if not isinstance(v, (int, float, str, bool)):
+                return "bad_fields", f"field {k!r} is {type(v).__name__}"
+    if check_floats:
+        for k, v in fields.items():
+            if v.__class__ is float and not _isfinite(v):
+                return "non_finite_field", f"field {k!r} is {v}"
     if "timestamp" not in doc:
         return "missing_timestamp", "'timestamp' is missing"
     try:
         ts = seconds(doc["timestamp"])
     except ValueError as exc:
         return "bad_timestamp", str(exc)
-    series = name + "|" + "|".join(f"{k}={tags[k]}" for k in sorted(tags))
-    return Metric(name=name, tags=tags, fields=fields, ts=ts, series=series)
+    series = "|".join([name, *map("=".join, sorted(tags.items()))])
+    return Metric(name, tags, fields, ts, series)  # positional: measurably faster here
 
 
 def _text(raw: bytes | str) -> str:

@@ -68,6 +68,7 @@ class Pipeline:
                                      config=config.correlation)
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._next_tick: float | None = None
+        self._unknown_fields: dict[str, tuple[int, int]] = {}
         self.rejected: list[Reject] = []
 
     def feed(self, line: bytes | str) -> None:
@@ -90,7 +91,7 @@ class Pipeline:
             self._process(released)
 
     def _process(self, metrics: list[Metric]) -> None:
-        detector, known, stats = self.detector, self._known_fields, self.stats
+        detector, known, stats, unknown = self.detector, self._known_fields, self.stats, self._unknown_fields
         tick = self.config.tick_s
         for m in metrics:
             if self._next_tick is None:
@@ -104,8 +105,12 @@ class Pipeline:
                 else:
                     stats.ignored_measurements[m.name] += 1
                 continue
-            if len(m.fields.keys() - fields):
-                stats.ignored_fields += len(m.fields.keys() - fields)
+            # Unknown fields are counted; a series keeps its field set, so the set
+            # difference is worked out again only when the number of fields changes.
+            seen = unknown.get(m.series)
+            if seen is None or seen[0] != len(m.fields):
+                seen = unknown[m.series] = (len(m.fields), len(m.fields.keys() - fields))
+            stats.ignored_fields += seen[1]
             detector.process(m)
 
     def _job(self, m: Metric) -> None:

@@ -7,6 +7,7 @@ offline.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from importlib import resources
 from pathlib import Path
@@ -161,6 +162,8 @@ def _condition(src, rid, where, text, known, meas) -> Condition:
             parsed = float(value)
         except ValueError:
             raise RuleError(src, rid, where, f"value {value!r} is not a number (quote strings)") from None
+        if not math.isfinite(parsed):
+            raise RuleError(src, rid, where, f"value {value!r} is not a finite number")
     return Condition(feature, op, parsed)
 
 
