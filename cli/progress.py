@@ -9,7 +9,8 @@ from engine.pipeline import Stats
 
 
 class Progress:
-    def __init__(self, *, total_hint: int | None = None, stream: TextIO = sys.stderr, enabled: bool | None = None):
+    def __init__(self, *, total_hint: int | None = None, stream: TextIO | None = None, enabled: bool | None = None):
+        stream = stream or sys.stderr
         self.stream = stream
         self.enabled = stream.isatty() if enabled is None else enabled
         self.started = time.monotonic()

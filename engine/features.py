@@ -121,6 +121,18 @@ def _max(names: list[str]) -> Callable[[dict], float | None]:
     return f
 
 
+def _argmax(names: list[str]) -> Callable[[dict], float | None]:
+    """Index (e.g. the PFC priority) of the largest positive input."""
+    def f(x: dict) -> float | None:
+        best, at = 0.0, None
+        for i, n in enumerate(names):
+            v = x.get(n)
+            if v is not None and v > best:
+                best, at = v, i
+        return None if at is None else float(at)
+    return f
+
+
 @dataclass(frozen=True)
 class Derived:
     name: str
@@ -154,6 +166,8 @@ DERIVED: dict[str, dict[str, Derived]] = {
             _d("pfc_rx_pkts_rate", _sp_rx, _sum(_sp_rx)),
             _d("pfc_tx_pause_us_rate", _sp_txd, _sum(_sp_txd)),
             _d("pfc_rx_pause_us_rate", _sp_rxd, _sum(_sp_rxd)),
+            _d("pfc_tx_prio", _sp_tx, _argmax(_sp_tx)),
+            _d("pfc_rx_prio", _sp_rx, _argmax(_sp_rx)),
             _d("util_out", ["if_out_octets_rate", "speed_mbps"], _util("if_out_octets_rate", "speed_mbps", 1e6)),
             _d("util_in", ["if_in_octets_rate", "speed_mbps"], _util("if_in_octets_rate", "speed_mbps", 1e6)),
         )
@@ -164,6 +178,8 @@ DERIVED: dict[str, dict[str, Derived]] = {
             _d("tx_pause_rate", _nic_tx, _sum(_nic_tx)),
             _d("rx_pause_rate", _nic_rx, _sum(_nic_rx)),
             _d("tx_pause_us_rate", _nic_txd, _sum(_nic_txd)),
+            _d("tx_pause_prio", _nic_tx, _argmax(_nic_tx)),
+            _d("rx_pause_prio", _nic_rx, _argmax(_nic_rx)),
             _d("util_tx", ["tx_bytes_rate", "speed"], _util("tx_bytes_rate", "speed", 1e6)),
             _d("util_rx", ["rx_bytes_rate", "speed"], _util("rx_bytes_rate", "speed", 1e6)),
             _d("oob_rate", _oob, _sum(_oob)),

@@ -88,10 +88,13 @@ def replay(
     batch: int = 2000,
 ) -> Stats:
     """Feed every line of `files` (in the order given) and flush incident changes to `sink`."""
+    for path in files:
+        if not Path(path).is_file():
+            raise ReplayError(f"{path}: no such telemetry file")
     pacer = Pacer(speed)
     writer = RejectWriter(rejects_path)
     pending: dict[str, dict] = {}
-    last_report = time.monotonic()
+    last_report = last_flush = time.monotonic()
 
     def flush() -> None:
         if pending:
@@ -108,14 +111,15 @@ def replay(
                     changes = pipeline.changes()
                     for inc in changes:
                         pending[inc["id"]] = inc
-                    if len(pending) >= batch:
-                        flush()
                     now = time.monotonic()
+                    if len(pending) >= batch or (pending and now - last_flush >= 2.0):
+                        flush()  # in batches, and at least every 2 s so a paced replay shows up live
+                        last_flush = now
                     if progress and now - last_report >= 0.5:
                         progress(pipeline.stats)
                         last_report = now
-                    if speed and pipeline.stats.watermark:
-                        pacer.wait_for(pipeline.stats.watermark)
+                if speed and n & 15 == 0 and pipeline.stats.watermark:
+                    pacer.wait_for(pipeline.stats.watermark)
         pipeline.finish()
         writer.write(pipeline.take_rejects(), source="end")
         for inc in pipeline.changes():

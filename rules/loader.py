@@ -17,7 +17,7 @@ import yaml
 from engine.features import MEASUREMENTS, known_features
 from rules.schema import ENTITY_KINDS, OPS, Condition, Rule, RuleSet, SilenceRule
 
-RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "hits", "within_s", "clear_s",
+RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "clear_s",
              "severity", "opens_incident", "entity", "entity_kind", "description"}
 SILENCE_KEYS = {"id", "symptom", "family", "silence", "severity", "opens_incident", "description"}
 ROLES = ("spine", "superspine", "leaf", "host", "storage")
@@ -128,6 +128,12 @@ def _rule(src: str, raw: dict) -> Rule:
     entity = raw.get("entity", m.entity)
     if not isinstance(entity, str) or "{host}" not in entity:
         raise RuleError(src, rid, "entity", "must be a template containing {host}, e.g. '{host}:{interface}'")
+    report = raw.get("report", [])
+    if not isinstance(report, list) or not all(isinstance(f, str) for f in report):
+        raise RuleError(src, rid, "report", "must be a list of feature names")
+    for i, f in enumerate(report):
+        if f not in known:
+            raise RuleError(src, rid, f"report[{i}]", f"unknown feature {f!r} for measurement {meas!r}")
     hits = _number(src, rid, raw, "hits", 1, lo=1, hi=10_000, integer=True)
     return Rule(
         id=rid, symptom=symptom, family=family, measurement=meas,
@@ -136,7 +142,7 @@ def _rule(src: str, raw: dict) -> Rule:
         clear_s=float(_number(src, rid, raw, "clear_s", 5, lo=0.001, hi=86_400)),
         severity=float(_number(src, rid, raw, "severity", 0.5, lo=0, hi=1)),
         opens_incident=_bool(src, rid, raw, "opens_incident", True),
-        entity_kind=kind, entity=entity, source=src,
+        entity_kind=kind, entity=entity, source=src, report=tuple(report),
     )
 
 

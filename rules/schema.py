@@ -55,6 +55,7 @@ class Rule:
     entity_kind: str = "interface"
     entity: str = ""  # template over tags and fields, e.g. "{host}:{interface}"
     source: str = ""  # file it came from, for messages
+    report: tuple[str, ...] = ()  # extra features whose peaks the symptom carries as evidence
 
     def matches(self, features: dict) -> bool:
         for c in self.all:
@@ -69,7 +70,8 @@ class Rule:
 
     @property
     def features(self) -> frozenset[str]:
-        return frozenset(c.feature for c in (*self.all, *self.any))
+        """Features the rule reads: its conditions' and those it reports."""
+        return frozenset(c.feature for c in (*self.all, *self.any)) | frozenset(self.report)
 
 
 @dataclass(frozen=True, slots=True)
