@@ -1,7 +1,10 @@
-"""The whole diagnosis as one object: normalize -> order -> features/detect -> correlate.
+"""The diagnosis as two stages, and the whole of it in one process.
 
-Transport-free: `replay` feeds it lines from files, the Kafka workers feed it message
-values. It only ever sees bytes and event time and hands back incident changes.
+Stage 1 (`DetectStage`): bytes -> normalize -> order -> features -> detect -> events.
+Stage 2 (`CorrelateStage`): events -> correlate -> rank -> incident changes.
+
+`replay` wires them in memory (`Pipeline`); the Kafka workers run stage 1 per partition
+of hosts and stage 2 on the symptoms topic. Neither stage knows how it is fed.
 """
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from dataclasses import dataclass, field
 
 from engine.correlate import CorrelationConfig, Correlator
 from engine.detect import Detector
+from engine.events import JOB, SYMPTOM, TICK, StageEvent
 from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
 from engine.normalize import parse_line
@@ -56,19 +60,20 @@ class Stats:
         }
 
 
-class Pipeline:
-    def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
-                 config: EngineConfig = EngineConfig()):
+class DetectStage:
+    """Stage 1. Feed lines (or parsed metrics); take events and rejects."""
+
+    def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
+                 source: str = "", stats: Stats | None = None):
         self.config = config
-        self.stats = Stats()
+        self.source = source
+        self.stats = stats or Stats()
         self.reorder = Reorderer(lateness_s=config.lateness_s)
-        roles = {d: topology.role(d) for d in topology.devices()}
         self.detector = Detector(rules, roles)
-        self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=rules.opens_incident,
-                                     config=config.correlation)
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
-        self._next_tick: float | None = None
         self._unknown_fields: dict[str, tuple[int, int]] = {}
+        self._next_tick: float | None = None
+        self._events: list[StageEvent] = []
         self.rejected: list[Reject] = []
 
     def feed(self, line: bytes | str) -> None:
@@ -115,26 +120,27 @@ class Pipeline:
 
     def _job(self, m: Metric) -> None:
         try:
-            self.correlator.update_job(job_from_placement(tags=m.tags, fields=m.fields, ts=m.ts))
+            job = job_from_placement(tags=m.tags, fields=m.fields, ts=m.ts)
         except JobError as exc:
             self.stats.rejects["bad_job"] += 1
             self.rejected.append(Reject("bad_job", str(exc), m.series))
+            return
+        tick = self._next_tick if self._next_tick is not None else m.ts
+        self._events.append(StageEvent(JOB, tick, self.source, job=job))
 
     def _tick(self, now: float) -> None:
         self.detector.advance(now)
         for s in self.detector.drain():
             if s.end is None:
                 self.stats.symptoms += 1
-            self.correlator.add(s)
-        self.correlator.advance(now)
+            self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=s))
+        self._events.append(StageEvent(TICK, now, self.source))
         self._next_tick = now + self.config.tick_s
         self.stats.watermark = now
-        self.stats.incidents_opened = self.correlator.opened
-        self.stats.incidents_resolved = self.correlator.resolved
         self.stats.counter_resets = self.detector.extractor.counter_resets
 
     def finish(self) -> None:
-        """End of input: release held records and run the timers to the last event time."""
+        """End of input: release held records and run the timers past the last event time."""
         released = self.reorder.flush()
         if released:
             self._process(released)
@@ -142,9 +148,101 @@ class Pipeline:
         if last != float("-inf"):
             self._tick(last // self.config.tick_s * self.config.tick_s + self.config.tick_s)
 
-    def changes(self) -> list[dict]:
-        return self.correlator.drain()
+    def events(self) -> list[StageEvent]:
+        out, self._events = self._events, []
+        return out
 
     def take_rejects(self) -> list[Reject]:
         out, self.rejected = self.rejected, []
         return out
+
+
+class CorrelateStage:
+    """Stage 2. Events from one or more stage-1 sources are held until every source has
+    ticked past them, then applied in canonical order, tick by tick."""
+
+    def __init__(self, *, topology: Topology, rules: RuleSet, jobs: JobBook | None = None,
+                 config: EngineConfig = EngineConfig()):
+        self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=rules.opens_incident,
+                                     config=config.correlation)
+        self._pending: list[StageEvent] = []
+        self._ticks: dict[str, float] = {}  # source -> its latest tick
+        self._times: set[float] = set()  # ticks seen and not yet applied
+        self.applied_to: float = float("-inf")
+
+    def add(self, event: StageEvent) -> None:
+        if event.tick <= self.applied_to:
+            # Late for its tick (a source that fell behind): apply now rather than drop.
+            self._apply([event])
+            return
+        if event.kind == TICK:
+            self._ticks[event.source] = max(event.tick, self._ticks.get(event.source, float("-inf")))
+            self._times.add(event.tick)
+        else:
+            self._pending.append(event)
+
+    def advance(self) -> None:
+        """Apply everything up to the slowest source's tick."""
+        if not self._ticks:
+            return
+        upto = min(self._ticks.values())
+        for t in sorted(x for x in self._times if x <= upto):
+            now = [e for e in self._pending if e.tick <= t]
+            if now:
+                self._pending = [e for e in self._pending if e.tick > t]
+                self._apply(sorted(now, key=StageEvent.order))
+            self.correlator.advance(t)
+            self.applied_to = t
+        self._times = {x for x in self._times if x > upto}
+
+    def _apply(self, events: list[StageEvent]) -> None:
+        for e in events:
+            if e.symptom is not None:
+                self.correlator.add(e.symptom)
+            elif e.job is not None:
+                self.correlator.update_job(e.job)
+
+    def changes(self) -> list[dict]:
+        return self.correlator.drain()
+
+
+class Pipeline:
+    """Both stages in one process: what `replay` and `evaluate` run."""
+
+    def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
+                 config: EngineConfig = EngineConfig()):
+        roles = {d: topology.role(d) for d in topology.devices()}
+        self.detect = DetectStage(rules=rules, roles=roles, config=config)
+        self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config)
+        self.stats = self.detect.stats
+
+    @property
+    def rejected(self) -> list[Reject]:
+        return self.detect.rejected
+
+    def feed(self, line: bytes | str) -> None:
+        self.detect.feed(line)
+        self._pump()
+
+    def feed_metrics(self, metrics: list[Metric], rejects: list[Reject]) -> None:
+        self.detect.feed_metrics(metrics, rejects)
+        self._pump()
+
+    def _pump(self) -> None:
+        events = self.detect.events()
+        if events:
+            for e in events:
+                self.correlate.add(e)
+            self.correlate.advance()
+            self.stats.incidents_opened = self.correlate.correlator.opened
+            self.stats.incidents_resolved = self.correlate.correlator.resolved
+
+    def finish(self) -> None:
+        self.detect.finish()
+        self._pump()
+
+    def changes(self) -> list[dict]:
+        return self.correlate.changes()
+
+    def take_rejects(self) -> list[Reject]:
+        return self.detect.take_rejects()

@@ -1,0 +1,71 @@
+"""What stage 1 (detect) hands to stage 2 (correlate): symptom changes, job snapshots and
+ticks of event time, each labelled with the tick that produced it.
+
+The same events flow in memory during `replay` and over the `fabric.symptoms` topic in
+the Kafka workers; stage 2 applies them in one canonical order, so both paths reach the
+same incidents.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from engine.jobs import job_from_dict, job_to_dict
+from engine.types import Entity, Job, Symptom
+
+SYMPTOM, JOB, TICK = "symptom", "job", "tick"
+_RANK = {JOB: 0, SYMPTOM: 1}
+
+
+@dataclass(frozen=True, slots=True)
+class StageEvent:
+    kind: str  # symptom | job | tick
+    tick: float  # the stage-1 tick (event time) at which it was emitted
+    source: str = ""  # which stage-1 instance (partition) sent it
+    symptom: Symptom | None = None
+    job: Job | None = None
+
+    def order(self) -> tuple:
+        """Canonical order of application within a tick."""
+        if self.symptom is not None:
+            s = self.symptom
+            return (self.tick, _RANK[SYMPTOM], s.start, s.key, 0 if s.end is None else 1)
+        if self.job is not None:
+            return (self.tick, _RANK[JOB], self.job.job_id, 0, 0)
+        return (self.tick, 2, 0, "", 0)
+
+    def to_bytes(self) -> bytes:
+        doc: dict = {"kind": self.kind, "tick": self.tick, "source": self.source}
+        if self.symptom is not None:
+            doc["symptom"] = symptom_to_wire(self.symptom)
+        if self.job is not None:
+            doc["job"] = job_to_dict(self.job)
+        return orjson.dumps(doc)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "StageEvent":
+        doc = orjson.loads(data)
+        return cls(
+            kind=doc["kind"], tick=float(doc["tick"]), source=doc.get("source", ""),
+            symptom=symptom_from_wire(doc["symptom"]) if "symptom" in doc else None,
+            job=job_from_dict(doc["job"]) if "job" in doc else None,
+        )
+
+
+def symptom_to_wire(s: Symptom) -> dict:
+    """Lossless (float seconds), unlike the contract's display form `Symptom.to_dict`."""
+    return {
+        "key": s.key, "kind": s.kind, "family": s.family, "entity": [s.entity.kind, s.entity.id],
+        "device": s.device, "start": s.start, "last": s.last, "end": s.end, "severity": s.severity,
+        "metrics": s.metrics, "rule": s.rule,
+    }
+
+
+def symptom_from_wire(d: dict) -> Symptom:
+    kind, eid = d["entity"]
+    return Symptom(
+        key=d["key"], kind=d["kind"], family=d["family"], entity=Entity(kind, eid), device=d["device"],
+        start=d["start"], last=d["last"], end=d["end"], severity=d["severity"],
+        metrics=dict(d["metrics"]), rule=d["rule"],
+    )
