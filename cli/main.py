@@ -19,42 +19,25 @@ def _db(args) -> str:
     return resolve_db_url(args.db, os.environ)
 
 
-def _store_sink(db_url: str):
-    from sqlmodel import Session
-
-    from api.store.db import create_schema, make_engine
-    from api.store.repository import upsert_incidents
-
-    engine = make_engine(db_url)
-    create_schema(engine)
-
-    def sink(changes: list[dict]) -> None:
-        with Session(engine) as session:
-            upsert_incidents(session, incidents=changes)
-    return engine, sink
-
-
 def cmd_replay(args) -> int:
-    from sqlmodel import Session
-
-    from api.store.repository import save_topology
+    if args.to_kafka:
+        return _replay_to_kafka(args)
+    from api.store.sink import StoreSink
     from cli.progress import Progress
     from cli.run import build_pipeline
-    from engine.topology import load_topology
-
     from engine.correlate import CorrelationConfig
     from engine.pipeline import EngineConfig
+    from engine.replay import replay
+    from engine.topology import load_topology
 
     topology = load_topology(args.topology)
     config = EngineConfig(lateness_s=args.lateness, correlation=CorrelationConfig(resolve_after_s=args.resolve_after))
     pipeline = build_pipeline(topology=topology, jobs_file=args.jobs, rule_files=args.rules, config=config)
     db_url = _db(args)
-    engine, sink = _store_sink(db_url)
-    with Session(engine) as session:
-        save_topology(session, document=topology.to_dict())
+    sink = StoreSink(db_url, topology=topology.to_dict())
     progress = Progress(enabled=False if args.quiet else None)
-    from engine.replay import replay
-    stats = replay(pipeline, args.files, sink=sink, speed=args.speed, rejects_path=args.rejects, progress=progress)
+    stats = replay(pipeline, args.files, sink=sink.write, speed=args.speed, rejects_path=args.rejects,
+                   progress=progress)
     progress.done()
     summary = stats.summary() | {"db": db_url, "rejects_file": str(args.rejects) if stats.rejects else None}
     if args.json:
@@ -66,6 +49,60 @@ def cmd_replay(args) -> int:
         print(f"  rejected: {summary['rejected']}" + (f" {summary['rejects']} -> {args.rejects}" if summary["rejected"] else ""))
         print(f"  duplicates dropped: {summary['duplicates']}, counter resets: {summary['counter_resets']}, "
               f"ignored measurements: {summary['ignored_measurements'] or 0}, ignored fields: {summary['ignored_fields']}")
+    return 0
+
+
+def _replay_to_kafka(args) -> int:
+    from engine.topology import load_topology
+    from streams.publish import publish_files
+
+    load_topology(args.topology)  # fail early on a bad topology, as the embedded replay does
+    show = sys.stderr.isatty() and not args.quiet
+
+    def progress(st) -> None:
+        if show:
+            sys.stderr.write(f"\r{st.records:,} records sent  {st.rate:,.0f} rec/s   ")
+            sys.stderr.flush()
+
+    stats = publish_files(args.files, bootstrap=args.to_kafka, topic=args.topic, jobs_file=args.jobs,
+                          speed=args.speed, progress=progress)
+    if show:
+        sys.stderr.write("\n")
+    print(f"sent {stats.records:,} records and {stats.jobs} job snapshots to {args.to_kafka} "
+          f"({args.topic}; {stats.unkeyed} unreadable, sent for the workers to dead-letter)")
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from streams.app import run_worker
+    from streams.settings import WorkerSettings
+    from streams.topics import parse_bootstrap
+
+    env = os.environ
+    bootstrap = args.bootstrap or env.get("FABRIC_RCA_BOOTSTRAP")
+    topology = args.topology or env.get("FABRIC_RCA_TOPOLOGY")
+    if not bootstrap or not topology:
+        raise CliError("--bootstrap (or FABRIC_RCA_BOOTSTRAP) and --topology (or FABRIC_RCA_TOPOLOGY) are required")
+    jobs = args.jobs or env.get("FABRIC_RCA_JOBS")
+    common = dict(
+        bootstrap=parse_bootstrap(bootstrap), db_url=_db(args), topology=Path(topology),
+        jobs_file=Path(jobs) if jobs else None, rule_files=tuple(args.rules or ()),
+        web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel,
+        data_dir=Path(args.data_dir),
+    )
+    settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
+    run_worker(settings)
+    return 0
+
+
+def cmd_topics(args) -> int:
+    from streams.topics import ALL_TOPICS, ensure_topics, parse_bootstrap
+
+    bootstrap = parse_bootstrap(args.bootstrap or os.environ.get("FABRIC_RCA_BOOTSTRAP", ""))
+    wanted = {args.prefix + t: (1 if t.endswith("symptoms") else args.partitions) for t in ALL_TOPICS}
+    created = ensure_topics(bootstrap=bootstrap, topics=wanted)
+    for name in wanted:
+        print(f"{name}: {'created' if name in created else 'exists'}")
     return 0
 
 
@@ -197,6 +234,8 @@ def parser() -> argparse.ArgumentParser:
                    help="resolve an incident after its symptoms stay quiet this long (event time; default 60)")
     r.add_argument("--lateness", type=_positive, default=5.0, metavar="SECONDS",
                    help="how late a record may arrive and still be put in order (default 5)")
+    r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
+    r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_replay)
@@ -236,6 +275,28 @@ def parser() -> argparse.ArgumentParser:
     rc.add_argument("files", nargs="*", type=Path)
     rc.set_defaults(fn=cmd_rules_check)
 
+    w = sub.add_parser("worker", help="run the faust-streaming workers on Kafka")
+    w.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap (or FABRIC_RCA_BOOTSTRAP)")
+    w.add_argument("--db", help=db_help)
+    w.add_argument("--topology", help="topology file (or FABRIC_RCA_TOPOLOGY)")
+    w.add_argument("--jobs", help="job file to preload (or FABRIC_RCA_JOBS); jobs also arrive on fabric.jobs")
+    w.add_argument("--rules", type=Path, action="append")
+    w.add_argument("--models", type=Path, help="anomaly models folder (not used yet: rules only)")
+    w.add_argument("--topic-prefix", default="", help="prefix every topic and the consumer group (tests, shared brokers)")
+    w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
+    w.add_argument("--metrics-bind", default="127.0.0.1")
+    w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
+    w.add_argument("--loglevel", default="WARNING")
+    w.set_defaults(fn=cmd_worker)
+
+    t = sub.add_parser("topics", help="Kafka topics")
+    tsub = t.add_subparsers(dest="topics_command", required=True)
+    tc = tsub.add_parser("create", help="create the pipeline's topics if missing")
+    tc.add_argument("--bootstrap", metavar="HOST:PORT")
+    tc.add_argument("--partitions", type=int, default=4)
+    tc.add_argument("--prefix", default="")
+    tc.set_defaults(fn=cmd_topics)
+
     d = sub.add_parser("demo", help="generate a small faulty fabric, replay it, serve the API")
     d.add_argument("--out", type=Path, default=Path("demo-out"))
     d.add_argument("--port", type=int, default=8000)
@@ -251,11 +312,14 @@ def main(argv: list[str] | None = None) -> int:
     from engine.replay import ReplayError
     from engine.topology import TopologyError
     from rules.loader import RuleError
+    from streams.publish import PublishError
+    from streams.topics import KafkaUnavailable
 
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (CliError, TopologyError, RuleError, JobError, ReplayError, StoreError, ValueError, FileNotFoundError) as exc:
+    except (CliError, TopologyError, RuleError, JobError, ReplayError, StoreError, KafkaUnavailable, PublishError,
+            ValueError, FileNotFoundError) as exc:
         print(f"fabric-rca {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

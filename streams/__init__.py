@@ -1,0 +1,1 @@
+"""Kafka adapters: topic names and administration, publishing recorded telemetry."""

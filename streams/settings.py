@@ -1,0 +1,35 @@
+"""One settings object for a worker process, built in `main` from flags and environment."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from streams.topics import DLQ, INCIDENTS, JOBS, SYMPTOMS, TELEMETRY
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    bootstrap: str
+    db_url: str
+    topology: Path
+    jobs_file: Path | None = None
+    rule_files: tuple[Path, ...] = ()
+    app_id: str = "fabric-rca"
+    telemetry_topics: tuple[str, ...] = (TELEMETRY,)
+    jobs_topic: str = JOBS
+    symptoms_topic: str = SYMPTOMS
+    incidents_topic: str = INCIDENTS
+    dlq_topic: str = DLQ
+    partitions: int = 4
+    web_port: int = 9108
+    web_bind: str = "127.0.0.1"
+    data_dir: Path = Path(".fabric-rca-worker")
+    loglevel: str = "WARNING"
+
+    @classmethod
+    def with_prefix(cls, prefix: str, **kw) -> "WorkerSettings":
+        """Every topic and the app id under one prefix (tests, several deployments on one broker)."""
+        return cls(
+            app_id=f"{prefix}fabric-rca", telemetry_topics=(prefix + TELEMETRY,), jobs_topic=prefix + JOBS,
+            symptoms_topic=prefix + SYMPTOMS, incidents_topic=prefix + INCIDENTS, dlq_topic=prefix + DLQ, **kw,
+        )
