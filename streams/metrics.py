@@ -1,0 +1,59 @@
+"""Prometheus text exposition of a worker's counters (no client library needed).
+
+Counters come from the stages' own `Stats` and the correlator; lag comes from the
+consumer's positions. Rendering is a pure function so it can be tested on its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class WorkerMetrics:
+    records: int = 0
+    rejects: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    symptoms: int = 0
+    incidents_opened: int = 0
+    incidents_resolved: int = 0
+    incident_changes: int = 0
+    dead_lettered: int = 0
+    consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
+    newest_event_time: float | None = None  # newest event time stage 1 has read
+    applied_event_time: float | None = None  # event time stage 2 has correlated up to
+
+
+def _line(name: str, value: float, labels: dict[str, str] | None = None) -> str:
+    if labels:
+        inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        return f"{name}{{{inner}}} {value:g}"
+    return f"{name} {value:g}"
+
+
+def render(m: WorkerMetrics) -> str:
+    out: list[str] = []
+
+    def metric(name: str, kind: str, help_: str, samples: list[tuple[float, dict | None]]) -> None:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} {kind}")
+        out.extend(_line(name, v, lab) for v, lab in samples)
+
+    metric("fabric_rca_records_total", "counter", "Telemetry records read by stage 1.", [(m.records, None)])
+    metric("fabric_rca_rejects_total", "counter", "Unreadable records, by reason.",
+           [(n, {"reason": r}) for r, n in sorted(m.rejects.items())] or [(0, {"reason": "none"})])
+    metric("fabric_rca_dead_lettered_total", "counter", "Messages sent to the dead-letter topic.", [(m.dead_lettered, None)])
+    metric("fabric_rca_duplicates_total", "counter", "Duplicate records dropped.", [(m.duplicates, None)])
+    metric("fabric_rca_symptoms_total", "counter", "Symptoms raised by stage 1.", [(m.symptoms, None)])
+    metric("fabric_rca_incidents_opened_total", "counter", "Incidents published.", [(m.incidents_opened, None)])
+    metric("fabric_rca_incidents_resolved_total", "counter", "Incidents resolved.", [(m.incidents_resolved, None)])
+    metric("fabric_rca_incident_changes_total", "counter", "Incident changes stored and published.",
+           [(m.incident_changes, None)])
+    metric("fabric_rca_consumer_lag_messages", "gauge", "Messages not yet consumed, per partition.",
+           [(n, {"partition": tp}) for tp, n in sorted(m.consumer_lag.items())] or [(0, {"partition": "none"})])
+    if m.newest_event_time is not None and m.applied_event_time is not None:
+        delay = max(0.0, m.newest_event_time - m.applied_event_time)
+    else:
+        delay = 0.0
+    metric("fabric_rca_processing_delay_seconds", "gauge",
+           "Event time between the newest record read and what correlation has applied.", [(delay, None)])
+    return "\n".join(out) + "\n"

@@ -1,0 +1,31 @@
+from streams.metrics import WorkerMetrics, render
+
+
+def _samples(text: str) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_render_is_valid_exposition_with_labels():
+    text = render(WorkerMetrics(records=10, rejects={"bad_json": 2, "missing_host": 1}, symptoms=3,
+                                consumer_lag={"fabric.telemetry:0": 5}, newest_event_time=110.0,
+                                applied_event_time=100.0))
+    s = _samples(text)
+    assert s["fabric_rca_records_total"] == 10
+    assert s['fabric_rca_rejects_total{reason="bad_json"}'] == 2
+    assert s['fabric_rca_rejects_total{reason="missing_host"}'] == 1
+    assert s['fabric_rca_consumer_lag_messages{partition="fabric.telemetry:0"}'] == 5
+    assert s["fabric_rca_processing_delay_seconds"] == 10.0
+    # every sample has HELP and TYPE lines for its family
+    families = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")}
+    assert {name.split("{")[0] for name in s} <= families
+
+
+def test_delay_is_never_negative_and_zero_before_data():
+    assert _samples(render(WorkerMetrics()))["fabric_rca_processing_delay_seconds"] == 0
+    s = _samples(render(WorkerMetrics(newest_event_time=5.0, applied_event_time=9.0)))
+    assert s["fabric_rca_processing_delay_seconds"] == 0
