@@ -68,6 +68,7 @@ class _NonFinite:
         return self.text
 
 
+JOB_PLACEMENT = "job_placement"
 _SCALARS = frozenset((int, float, str, bool))
 _STRINGS = frozenset((str,))
 
@@ -125,7 +126,7 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
     if not isinstance(tags, dict):
         return "bad_tags", "'tags' is missing or not an object"
     host = tags.get("host")
-    if not isinstance(host, str) or not host:
+    if (not isinstance(host, str) or not host) and name != JOB_PLACEMENT:  # a job is not a device's record
         return "missing_host", "'tags.host' is missing or not a non-empty string"
     if not _STRINGS.issuperset(map(type, tags.values())):
         for k, v in tags.items():

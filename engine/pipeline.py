@@ -8,6 +8,7 @@ of hosts and stage 2 on the symptoms topic. Neither stage knows how it is fed.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -133,7 +134,9 @@ class DetectStage:
         for s in self.detector.drain():
             if s.end is None:
                 self.stats.symptoms += 1
-            self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=s))
+            # A snapshot: the detector keeps updating its own symptom after this tick.
+            snap = dataclasses.replace(s, metrics=dict(s.metrics))
+            self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
         self._events.append(StageEvent(TICK, now, self.source))
         self._next_tick = now + self.config.tick_s
         self.stats.watermark = now

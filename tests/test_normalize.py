@@ -219,3 +219,13 @@ def test_series_key_separates_series():
     b = parse_metric(doc(tags={"host": "leaf01", "interface": "swp2"}))
     c = parse_metric(doc(name="nic_port", tags={"host": "leaf01", "interface": "swp1"}))
     assert len({a.series, b.series, c.series}) == 3
+
+
+def test_job_placement_needs_no_host_tag():
+    """Contract section 2: job snapshots carry scheduler and cluster tags, not a device."""
+    doc = {"name": "job_placement", "tags": {"scheduler": "slurm", "cluster": "c1"},
+           "fields": {"job_id": "42", "nodes": "gpu[001-002]", "job_state": "RUNNING"}, "timestamp": 1764400000}
+    (m,), rejects = parse_line(json.dumps(doc))
+    assert rejects == [] and m.name == "job_placement"
+    doc["name"] = "switch_port"
+    assert parse_line(json.dumps(doc))[1][0].reason == "missing_host"

@@ -1,0 +1,263 @@
+"""The faust agents of `streams.app` without a broker.
+
+Each agent runs in its own `test_context()`: a local channel stands in for its topic, and
+`put` hands it one message (from partition 0 of the agent's topic) and waits until the
+agent has taken it. What the agents send is captured by replacing the public
+`faust.Topic.send` with an autospec mock, so every send is recorded with the topic it
+went to and nothing needs a producer. The mocked send never suspends, so by the time
+`put` returns the agent has finished with the message.
+
+The expectations come from the scenario's truth and from the pure core fed the same
+input: an agent is a thin adapter, so it must send exactly what its stage produces.
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+from unittest import mock
+
+import faust
+import orjson
+import pytest
+from sqlmodel import Session
+
+from api.store.db import make_engine
+from api.store.repository import list_incidents
+from engine.events import JOB, SYMPTOM, TICK, StageEvent
+from engine.jobs import JobBook, load_jobs
+from engine.pipeline import CorrelateStage, DetectStage
+from engine.topology import load_topology
+from rules.loader import load_rules
+from streams.app import build_app
+from streams.publish import messages_of_line
+from streams.settings import WorkerSettings
+
+SOURCE = "fabric.telemetry:0"  # the detect stage that owns partition 0 of the telemetry topic
+
+
+class Sent(NamedTuple):
+    key: bytes | None
+    value: bytes
+    headers: dict[str, bytes]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory) -> Path:
+    import sim
+
+    out = tmp_path_factory.mktemp("pfc_storm")
+    sim.simulate(out=out, scenario="pfc_storm", seed=2, duration=60)
+    return out
+
+
+@pytest.fixture(scope="module")
+def truth(scenario) -> dict:
+    return json.loads((scenario / "truth.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def telemetry(scenario) -> list[bytes]:
+    with gzip.open(scenario / "telemetry.jsonl.gz") as fh:
+        return fh.read().splitlines()
+
+
+@pytest.fixture
+def settings(tmp_path, scenario) -> WorkerSettings:
+    return WorkerSettings(
+        bootstrap="127.0.0.1:1",  # nothing listens there: any attempt to reach a broker fails
+        db_url=f"sqlite:///{tmp_path}/a.db",
+        topology=scenario / "topology.dot",
+        jobs_file=scenario / "jobs.jsonl",
+        web_port=_free_port(),
+        data_dir=tmp_path,
+    )
+
+
+@pytest.fixture
+def sent() -> Iterator[mock.MagicMock]:
+    with mock.patch.object(faust.Topic, "send", autospec=True) as send:
+        yield send
+
+
+def sent_to(send: mock.MagicMock, topic: str) -> list[Sent]:
+    """The messages sent to `topic`, in order."""
+    return [
+        Sent(c.kwargs.get("key"), c.kwargs["value"], dict(c.kwargs.get("headers") or []))
+        for c in send.call_args_list
+        if c.args[0].get_topic_name() == topic
+    ]
+
+
+def run_agent(settings: WorkerSettings, name: str, messages: Iterable[tuple[bytes | None, bytes]]) -> faust.App:
+    """Build the worker app, run agent `name` over (key, value) messages from partition 0; return the app."""
+
+    async def go() -> faust.App:
+        app = build_app(settings)
+        async with app.agents[f"streams.app.{name}"].test_context() as agent:
+            for key, value in messages:
+                await agent.put(value, key=key, partition=0)
+        return app
+
+    return asyncio.run(go())
+
+
+def detect_stage_events(settings: WorkerSettings, lines: list[bytes]) -> list[StageEvent]:
+    """What the pure stage 1 emits for `lines`, as the detect agent's partition-0 stage would."""
+    topology = load_topology(settings.topology)
+    stage = DetectStage(rules=load_rules(None), roles={d: topology.role(d) for d in topology.devices()},
+                        source=SOURCE)
+    events: list[StageEvent] = []
+    for line in lines:
+        stage.feed(line)
+        # Encoded as they are emitted, as the agent does: a Symptom is updated in place
+        # (last, end) after it has been emitted.
+        events.extend(StageEvent.from_bytes(e.to_bytes()) for e in stage.events())
+    return events
+
+
+# ------------------------------------------------------------------------- detect
+
+
+def test_detect_dead_letters_unreadable_records_with_their_reason(settings, sent):
+    garbage = b'{"name": "switch_port", "tags": {'
+    no_host = orjson.dumps({"name": "switch_port", "tags": {"interface": "swp1"},
+                            "fields": {"if_in_octets": 1}, "timestamp": 1764400000000})
+
+    run_agent(settings, "detect", [(None, garbage), (None, no_host)])
+
+    dlq = sent_to(sent, settings.dlq_topic)
+    assert [m.value for m in dlq] == [garbage, no_host]  # the original bytes, untouched
+    assert [m.headers["reason"] for m in dlq] == [b"bad_json", b"missing_host"]
+    assert all(m.headers["detail"] for m in dlq)
+    assert [m.headers["source"] for m in dlq] == [f"{SOURCE}@0".encode(), f"{SOURCE}@1".encode()]
+    assert sent_to(sent, settings.symptoms_topic) == []
+
+
+def test_detect_turns_scenario_telemetry_into_stage_events(settings, sent, telemetry, truth):
+    messages = [(m.key, m.value) for line in telemetry for m in messages_of_line(line)]
+    assert all(key for key, _ in messages)  # every record is keyed by its host
+
+    run_agent(settings, "detect", messages)
+
+    assert sent_to(sent, settings.dlq_topic) == []
+    out = sent_to(sent, settings.symptoms_topic)
+    assert {m.key for m in out} == {b"stage"}
+    events = [StageEvent.from_bytes(m.value) for m in out]
+    assert {e.source for e in events} == {SOURCE}
+
+    ticks = [e.tick for e in events if e.kind == TICK]
+    assert len(ticks) > 10
+    assert ticks == sorted(set(ticks))  # strictly increasing
+
+    fault = truth["faults"][0]
+    injected = (fault["entity"]["kind"], fault["entity"]["id"])
+    pause_tx = [e.symptom for e in events
+                if e.kind == SYMPTOM and e.symptom.kind == "pfc_pause_tx"
+                and (e.symptom.entity.kind, e.symptom.entity.id) == injected]
+    assert pause_tx, f"no pfc_pause_tx symptom on {injected}"
+    assert fault["start"] <= pause_tx[0].start <= fault["end"]
+
+    # A thin adapter: exactly what stage 1 emits for the same lines.
+    assert events == detect_stage_events(settings, [v for _, v in messages])
+
+
+# ---------------------------------------------------------------------- correlate
+
+
+def test_correlate_stores_and_publishes_incident_changes(settings, sent, telemetry, truth):
+    events = detect_stage_events(settings, telemetry)
+    assert any(e.kind == SYMPTOM for e in events)
+
+    app = run_agent(settings, "correlate", [(b"stage", e.to_bytes()) for e in events])
+
+    published = sent_to(sent, settings.incidents_topic)
+    assert published, "no incident was published"
+    docs = [orjson.loads(m.value) for m in published]
+    assert [m.key for m in published] == [d["id"].encode() for d in docs]
+
+    # One message per change of the core's stage 2, fed the same events one at a time.
+    book = JobBook()
+    for _, job in load_jobs(settings.jobs_file):
+        book.update(job)
+    stage = CorrelateStage(topology=load_topology(settings.topology), rules=load_rules(None), jobs=book)
+    changes: list[dict] = []
+    for e in events:
+        stage.add(e)
+        stage.advance()
+        changes.extend(stage.changes())
+    assert docs == [orjson.loads(orjson.dumps(c)) for c in changes]
+    assert app.fabric_state["sink"].written == len(changes)
+
+    fault = truth["faults"][0]
+    final = {d["id"]: d for d in docs}  # the last change of each incident
+    assert len(final) == 1
+    (incident,) = final.values()
+    top = incident["root_causes"][0]
+    assert (top["cause"], top["entity"]["id"]) == (fault["cause"], fault["entity"]["id"])
+
+    with Session(make_engine(settings.db_url)) as session:
+        stored = list_incidents(session, limit=None)
+    assert [i["id"] for i in stored] == [incident["id"]]
+    assert stored[0]["status"] == incident["status"]
+    assert [(r["cause"], r["entity"]["id"]) for r in stored[0]["root_causes"]] == \
+        [(r["cause"], r["entity"]["id"]) for r in incident["root_causes"]]
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def placement(scenario: Path, job_id: str) -> dict:
+    """The scenario's job_placement record of `job_id`, as the contract (section 2) writes it."""
+    for line in (scenario / "jobs.jsonl").read_bytes().splitlines():
+        record = orjson.loads(line)
+        if record["fields"]["job_id"] == job_id:
+            return record
+    raise AssertionError(f"job {job_id} is not in {scenario / 'jobs.jsonl'}")
+
+
+def assert_one_job_event(settings: WorkerSettings, send: mock.MagicMock, *, record: dict, job: dict) -> None:
+    out = sent_to(send, settings.symptoms_topic)
+    assert [m.key for m in out] == [b"stage"]
+    event = StageEvent.from_bytes(out[0].value)
+    assert event.kind == JOB
+    assert event.tick == record["timestamp"]
+    assert event.job.job_id == job["job_id"]
+    assert event.job.tenant == job["tenant"]
+    assert list(event.job.hosts) == job["hosts"]
+
+
+def test_jobs_turns_a_telegraf_placement_into_a_job_event(settings, sent, scenario, truth):
+    """Telegraf adds its own `host` tag (the machine that ran the scheduler input) unless
+    `omit_hostname` is set."""
+    job = next(j for j in truth["jobs"] if j["job_id"] == truth["faults"][0]["affected_jobs"][0])
+    record = placement(scenario, job["job_id"])
+    record["tags"]["host"] = "slurmctl01"
+
+    run_agent(settings, "jobs", [(job["job_id"].encode(), orjson.dumps(record))])
+
+    assert sent_to(sent, settings.dlq_topic) == []
+    assert_one_job_event(settings, sent, record=record, job=job)
+
+
+def test_jobs_turns_a_contract_placement_into_a_job_event(settings, sent, scenario, truth):
+    job = next(j for j in truth["jobs"] if j["job_id"] == truth["faults"][0]["affected_jobs"][0])
+    record = placement(scenario, job["job_id"])
+    assert "host" not in record["tags"]
+    (message,) = messages_of_line(orjson.dumps(record))  # what `publish` sends for it
+    assert (message.topic, message.key) == (settings.jobs_topic, job["job_id"].encode())
+
+    run_agent(settings, "jobs", [(message.key, message.value)])
+
+    assert sent_to(sent, settings.dlq_topic) == []
+    assert_one_job_event(settings, sent, record=record, job=job)
