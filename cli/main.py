@@ -64,8 +64,11 @@ def _replay_to_kafka(args) -> int:
             sys.stderr.write(f"\r{st.records:,} records sent  {st.rate:,.0f} rec/s   ")
             sys.stderr.flush()
 
+    from streams.topics import DEFAULT_PARTITIONS, ensure_topics
+    # Create the topics as the workers expect them (auto-creation would make 1 partition).
+    ensure_topics(bootstrap=args.to_kafka, topics={args.topic: DEFAULT_PARTITIONS, args.jobs_topic: DEFAULT_PARTITIONS})
     stats = publish_files(args.files, bootstrap=args.to_kafka, topic=args.topic, jobs_file=args.jobs,
-                          speed=args.speed, progress=progress)
+                          jobs_topic=args.jobs_topic, speed=args.speed, progress=progress)
     if show:
         sys.stderr.write("\n")
     print(f"sent {stats.records:,} records and {stats.jobs} job snapshots to {args.to_kafka} "
@@ -236,6 +239,7 @@ def parser() -> argparse.ArgumentParser:
                    help="how late a record may arrive and still be put in order (default 5)")
     r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
     r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
+    r.add_argument("--jobs-topic", default="fabric.jobs", help="jobs topic for --to-kafka")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_replay)

@@ -11,18 +11,21 @@ decode, call the core, encode: no diagnosis logic lives here.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 import faust
 import orjson
+from faust.types import TP
 
+from api.store.sink import StoreSink
 from engine.events import JOB, StageEvent
 from engine.jobs import JobBook, JobError, job_from_placement, load_jobs
 from engine.normalize import parse_line
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig
 from engine.topology import Topology, load_topology
 from rules.loader import load_rules
+from streams.metrics import WorkerMetrics, render
 from streams.settings import WorkerSettings
-from api.store.sink import StoreSink
 
 log = logging.getLogger("fabric_rca.worker")
 
@@ -60,6 +63,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     dlq = app.topic(settings.dlq_topic, **raw)
 
     stages: dict[str, DetectStage] = {}
+    offsets: dict[tuple[str, int], int] = {}  # (topic, partition) -> last offset read
+    counters = {"dead_lettered": 0, "incident_changes": 0}
     correlate_stage = CorrelateStage(topology=topology, rules=rules, jobs=book, config=config)
     app.fabric_state = {"stages": stages, "correlate": correlate_stage, "sink": sink}  # for health/metrics
 
@@ -71,8 +76,10 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
             stage = stages.get(source)
             if stage is None:
                 stage = stages[source] = DetectStage(rules=rules, roles=roles, config=config, source=source)
+            offsets[(msg.topic, msg.partition)] = msg.offset
             stage.feed(event.value)
             for r in stage.take_rejects():
+                counters["dead_lettered"] += 1
                 await dlq.send(key=event.key, value=event.value, headers=[
                     ("reason", r.reason.encode()), ("detail", r.detail.encode()),
                     ("source", f"{source}@{msg.offset}".encode())])
@@ -102,6 +109,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
             correlate_stage.advance()
             changes = correlate_stage.changes()
             if changes:
+                counters["incident_changes"] += len(changes)
                 sink.write(changes)
                 for inc in changes:
                     await incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
@@ -110,7 +118,39 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     async def healthz(web, request):
         return web.json({"status": "ok", "partitions": sorted(stages), "applied_to": correlate_stage.applied_to})
 
+    @app.page("/metrics")
+    async def metrics(web, request):
+        return web.text(render(_metrics(app, stages, offsets, counters, correlate_stage)),
+                        content_type="text/plain; version=0.0.4")
+
     return app
+
+
+def _metrics(app, stages, offsets, counters, correlate_stage) -> WorkerMetrics:
+    m = WorkerMetrics(dead_lettered=counters["dead_lettered"], incident_changes=counters["incident_changes"])
+    rejects: Counter = Counter()
+    clocks = []
+    for stage in stages.values():
+        st = stage.stats
+        m.records += st.records
+        m.duplicates += st.duplicates
+        m.symptoms += st.symptoms
+        rejects.update(st.rejects)
+        if stage.detector.clock != float("-inf"):
+            clocks.append(stage.detector.clock)
+    m.rejects = dict(rejects)
+    m.incidents_opened = correlate_stage.correlator.opened
+    m.incidents_resolved = correlate_stage.correlator.resolved
+    m.newest_event_time = max(clocks) if clocks else None
+    m.applied_event_time = correlate_stage.applied_to if correlate_stage.applied_to != float("-inf") else None
+    for (topic, partition), offset in offsets.items():
+        try:
+            high = app.consumer.highwater(TP(topic, partition))
+        except Exception:  # not assigned (any more) or not known yet: no figure rather than a wrong one
+            continue
+        if high is not None:
+            m.consumer_lag[f"{topic}:{partition}"] = max(0, high - offset - 1)
+    return m
 
 
 def run_worker(settings: WorkerSettings) -> None:

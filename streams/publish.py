@@ -1,0 +1,306 @@
+"""Publish recorded telemetry (and job placements) to Kafka, keyed as Telegraf would.
+
+The pure part is `messages_of_line`: one recorded line -> the Kafka messages it becomes
+(contract section 1: one metric per message, key = its `host` tag; `job_placement`
+records go to the jobs topic keyed by job id). Lines that cannot be read are published
+unkeyed with their original bytes, so the workers dead-letter them with a reason: the
+publisher does not judge records, the pipeline does.
+
+`publish_files` is the adapter around it: read files, pace event time, send, count,
+and raise `PublishError` at the end if any message was not acknowledged.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, NamedTuple
+
+from orjson import dumps, loads
+
+from engine.jobs import load_jobs
+from engine.normalize import seconds
+from engine.replay import Pacer, ReplayError, open_lines
+from engine.types import Job
+from streams.topics import JOBS, TELEMETRY, KafkaUnavailable, parse_bootstrap
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 0.5
+FLUSH_TIMEOUT_S = 120.0
+MAX_MESSAGE_BYTES = 1_000_000  # under the broker's default max.message.bytes (1 MiB batches)
+
+
+class Message(NamedTuple):
+    topic: str
+    key: bytes | None
+    value: bytes
+    timestamp: object = None  # the record's own timestamp (any unit), for pacing only
+
+
+@dataclass
+class PublishStats:
+    records: int = 0  # messages for the telemetry topic (unkeyed and failed ones included)
+    jobs: int = 0  # messages for the jobs topic (failed ones included)
+    unkeyed: int = 0  # messages without a key (unreadable, or no host / job id)
+    bytes: int = 0  # value bytes handed to the producer
+    seconds: float = 0.0  # wall time so far
+    failed: int = 0  # messages the broker did not acknowledge (or that could not be sent)
+
+    @property
+    def rate(self) -> float:
+        """Messages per second, telemetry and jobs together."""
+        return (self.records + self.jobs) / self.seconds if self.seconds > 0 else 0.0
+
+
+class PublishError(RuntimeError):
+    """Some messages were not acknowledged by the broker; `stats` says how many."""
+
+    def __init__(self, message: str, *, stats: PublishStats):
+        self.stats = stats
+        super().__init__(message)
+
+
+# ------------------------------------------------------------------ the pure part
+
+
+def messages_of_line(line: bytes, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> list[Message]:
+    """The Kafka messages of one recorded line (one metric or a `{"metrics": [...]}` batch)."""
+    raw = line.strip() if line.__class__ is bytes else str(line).strip().encode()
+    try:
+        doc = loads(raw)
+    except ValueError:  # bad JSON, NaN literals, invalid UTF-8: the workers say which
+        return [Message(topic, None, raw)]
+    if doc.__class__ is dict and "metrics" in doc and "name" not in doc:
+        batch = doc["metrics"]
+        if batch.__class__ is not list:
+            return [Message(topic, None, raw)]
+        return [_message(item, None, topic, jobs_topic) for item in batch]
+    return [_message(doc, raw, topic, jobs_topic)]
+
+
+def _message(metric: object, raw: bytes | None, topic: str, jobs_topic: str) -> Message:
+    """One metric as a message. `raw` is the line it came from when it is the whole line:
+    then the line as written is the value (no re-encoding), else the compact JSON."""
+    value = raw if raw is not None else dumps(metric)
+    if metric.__class__ is not dict:
+        return Message(topic, None, value)
+    ts = metric.get("timestamp")
+    if metric.get("name") == "job_placement":  # no host tag: keyed by job id instead
+        job_id = _job_id(metric)
+        return Message(jobs_topic, job_id.encode() if job_id else None, value, ts)
+    tags = metric.get("tags")
+    host = tags.get("host") if tags.__class__ is dict else None
+    return Message(topic, host.encode() if host.__class__ is str and host else None, value, ts)
+
+
+def _job_id(metric: dict) -> str:
+    """The job id of a job_placement record (a field, or a tag), as engine.jobs reads it."""
+    fields, tags = metric.get("fields"), metric.get("tags")
+    value = fields.get("job_id") if fields.__class__ is dict else None
+    if value is None and tags.__class__ is dict:
+        value = tags.get("job_id")
+    if value is None or value.__class__ in (dict, list, bool):
+        return ""
+    if value.__class__ is float and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def placement_record(*, job: Job, ts: float, cluster: str = "", scheduler: str = "slurm") -> dict:
+    """A `job_placement` metric (contract section 2) holding one job snapshot."""
+    fields: dict[str, object] = {
+        "job_id": job.job_id, "account": job.tenant, "user": job.user,
+        "job_state": job.state, "nodes": ",".join(job.hosts),
+    }
+    if job.storage is not None:
+        fields["storage"] = ",".join(job.storage)
+    if job.start is not None:
+        fields["start_time"] = job.start
+    if job.end is not None:
+        fields["end_time"] = job.end
+    return {"name": "job_placement", "tags": {"scheduler": scheduler, "cluster": cluster},
+            "fields": fields, "timestamp": ts}
+
+
+def job_messages(path: Path, *, jobs_topic: str = JOBS) -> list[Message]:
+    """The jobs topic's messages of a jobs file: `job_placement` JSON Lines as written
+    (other measurements skipped), or one record per job of an `squeue --json` document.
+    The file is read with engine.jobs first, so a bad one fails (JobError) before
+    anything is sent."""
+    snapshots = load_jobs(path)
+    if Path(path).name.lower().endswith(".json"):
+        cluster = _squeue_cluster(Path(path))
+        taken = Path(path).stat().st_mtime  # for jobs with neither a start nor a last_update
+        records = (placement_record(job=job, ts=ts or taken, cluster=cluster) for ts, job in snapshots)
+        return [Message(jobs_topic, r["fields"]["job_id"].encode(), dumps(r), r["timestamp"]) for r in records]
+    out: list[Message] = []
+    for line in open_lines(Path(path)):
+        out.extend(m for m in messages_of_line(line, jobs_topic=jobs_topic) if m.topic == jobs_topic)
+    return out
+
+
+def _squeue_cluster(path: Path) -> str:
+    doc = loads(path.read_bytes())
+    jobs = (doc.get("jobs") or ()) if isinstance(doc, dict) else ()
+    for job in jobs:
+        if isinstance(job, dict) and isinstance(job.get("cluster"), str):
+            return job["cluster"]
+    return ""
+
+
+# ------------------------------------------------------------------ the adapter
+
+
+def publish_files(
+    files: list[Path],
+    *,
+    bootstrap: str,
+    topic: str = TELEMETRY,
+    jobs_file: Path | None = None,
+    jobs_topic: str = JOBS,
+    speed: float | None = None,
+    progress: Callable[[PublishStats], None] | None = None,
+    connect_timeout_s: float = 15.0,
+) -> PublishStats:
+    """Send every metric of `files` (in the order given) to `topic`, keyed by host, after
+    the jobs of `jobs_file`; pace event time at `speed` x real time when set.
+
+    Topics are not created here (see `ensure_topics`); a missing one is auto-created by
+    the broker with its default partition count, if the broker allows it. Kafka
+    timestamps are the send time, not the event time, so the broker's time-based
+    retention does not delete old recordings on arrival."""
+    paths = [Path(f) for f in files]
+    for path in paths:
+        if not path.is_file():
+            raise ReplayError(f"{path}: no such telemetry file")
+    bootstrap = parse_bootstrap(bootstrap)
+    jobs = job_messages(Path(jobs_file), jobs_topic=jobs_topic) if jobs_file is not None else []
+    sender = _Sender(bootstrap=bootstrap, jobs_topic=jobs_topic, connect_timeout_s=connect_timeout_s)
+    stats = sender.stats
+    try:
+        sender.send_all(jobs)
+        sender.flush()  # placements first, so a worker knows the jobs when telemetry arrives
+        pacer = Pacer(speed) if speed else None
+        last_report = time.monotonic()
+        for path in paths:
+            for n, line in enumerate(open_lines(path), 1):
+                messages = messages_of_line(line, topic=topic, jobs_topic=jobs_topic)
+                if pacer is not None:
+                    _pace(pacer, messages)
+                sender.send_all(messages)
+                if n & 255 == 0 and progress is not None:
+                    now = time.monotonic()
+                    if now - last_report >= PROGRESS_EVERY_S:
+                        stats.seconds = now - sender.started
+                        progress(stats)
+                        last_report = now
+        sender.flush()
+    finally:
+        sender.close()
+    if progress is not None:
+        progress(stats)
+    if stats.failed:
+        raise PublishError(
+            f"{stats.failed} of {stats.records + stats.jobs} messages were not acknowledged by "
+            f"{bootstrap}: {sender.first_error!r}", stats=stats)
+    return stats
+
+
+def _pace(pacer: Pacer, messages: list[Message]) -> None:
+    for m in messages:
+        if m.timestamp is not None:
+            try:
+                pacer.wait_for(seconds(m.timestamp))
+            except ValueError:
+                continue  # a bad timestamp does not pace; the workers reject the record
+            return
+
+
+class _Sender:
+    """A KafkaProducer that counts what it sends and what fails. Keys map to partitions
+    as the default partitioner maps them (murmur2), computed once per key."""
+
+    def __init__(self, *, bootstrap: str, jobs_topic: str, connect_timeout_s: float):
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError, MessageSizeTooLargeError
+        from kafka.record import util as record_util
+
+        if getattr(record_util, "crc32c_c", True) is None:
+            log.warning("kafka-python computes CRC32C in pure Python (about 4x slower): "
+                        "pip install crc32c")
+
+        self.bootstrap = bootstrap
+        self.jobs_topic = jobs_topic
+        self._too_large = MessageSizeTooLargeError
+        self.stats = PublishStats()
+        self.first_error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._partitions: dict[tuple[str, bytes], int] = {}
+        try:
+            self.producer = KafkaProducer(
+                bootstrap_servers=bootstrap, client_id="fabric-rca-publish",
+                acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024,
+                max_request_size=MAX_MESSAGE_BYTES, compression_type=None,
+                bootstrap_timeout_ms=int(connect_timeout_s * 1000), max_block_ms=30_000, request_timeout_ms=30_000,
+            )
+        except KafkaError as exc:
+            raise KafkaUnavailable(bootstrap, f"{type(exc).__name__}: {exc}") from exc
+        self.started = time.monotonic()
+
+    def send_all(self, messages: Iterable[Message]) -> None:
+        stats, send, failed, cache = self.stats, self.producer.send, self._failed, self._partitions
+        too_large, jobs_topic = self._too_large, self.jobs_topic
+        for topic, key, value, _ in messages:
+            if topic == jobs_topic:
+                stats.jobs += 1
+            else:
+                stats.records += 1
+            if key is None:
+                partition = None
+                stats.unkeyed += 1
+            else:
+                partition = cache.get((topic, key))
+                if partition is None:
+                    partition = self._partition(topic, key)
+            try:
+                send(topic, value=value, key=key, partition=partition).add_errback(failed)
+            except too_large as exc:  # this message only: count it and go on
+                failed(exc)
+                continue
+            except Exception as exc:  # noqa: BLE001 - the producer cannot go on: say so now
+                failed(exc)
+                raise PublishError(f"cannot send to {topic} at {self.bootstrap}: "
+                                   f"{type(exc).__name__}: {exc}", stats=stats) from exc
+            stats.bytes += len(value)
+
+    def _partition(self, topic: str, key: bytes) -> int:
+        from kafka.partitioner.default import murmur2
+
+        partitions = sorted(self.producer.partitions_for(topic))
+        partition = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
+        self._partitions[(topic, key)] = partition
+        return partition
+
+    def _failed(self, exc: BaseException) -> None:
+        """Errback of every send (runs on the producer's I/O thread)."""
+        with self._lock:
+            self.stats.failed += 1
+            if self.first_error is None:
+                self.first_error = exc
+
+    def flush(self) -> None:
+        from kafka.errors import KafkaError
+
+        try:
+            self.producer.flush(timeout=FLUSH_TIMEOUT_S)
+        except KafkaError as exc:
+            raise PublishError(f"messages still unacknowledged by {self.bootstrap} after "
+                               f"{FLUSH_TIMEOUT_S:.0f} s: {exc}", stats=self.stats) from exc
+        finally:
+            self.stats.seconds = time.monotonic() - self.started
+
+    def close(self) -> None:
+        self.producer.close(timeout=10)

@@ -1,0 +1,244 @@
+"""Publishing recorded telemetry to a real Kafka broker and reading it back.
+
+KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_publish.py
+Without KAFKA_BOOTSTRAP the tests fail in CI (CI set) and are skipped elsewhere.
+
+Expectations are counted from the files with the standard json module, not with the
+publisher's own parsing.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from streams.publish import publish_files
+from streams.topics import KafkaUnavailable, ensure_topics
+
+pytestmark = [
+    pytest.mark.kafka,
+    # kafka-python 3.0 loads its protocol schemas with importlib.resources' legacy API
+    pytest.mark.filterwarnings(r"ignore:.*is deprecated\. Use files\(\) instead:DeprecationWarning"),
+]
+
+PARTITIONS = 4
+DEADLINE_S = 15.0
+GARBAGE = b"this line is not json {"
+NO_HOST = b'{"name":"switch_port","tags":{"interface":"swp9"},"fields":{"if_in_octets":1},"timestamp":1764400000}'
+EXTRA_JOB = "9001"
+ANY_FILE = Path(__file__).resolve()  # any existing file: the broker is never reached
+
+
+def kafka_bootstrap() -> str:
+    addr = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
+    if not addr:
+        msg = ("KAFKA_BOOTSTRAP is not set: start a broker with "
+               "`scripts/kafka-dev start` and export KAFKA_BOOTSTRAP=<its last line>")
+        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return addr
+
+
+def consume_all(bootstrap: str, topic: str) -> list:
+    """Every record of `topic` up to its end offsets at call time, in offset order per
+    partition (no consumer group: assign and read from the beginning)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             request_timeout_ms=10_000, client_id="fabric-rca-test")
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        assert parts, f"topic {topic} has no partitions"
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        end = consumer.end_offsets(parts)
+        records = []
+        deadline = time.monotonic() + DEADLINE_S
+        while any(consumer.position(tp) < end[tp] for tp in parts):
+            assert time.monotonic() < deadline, f"{topic}: not read to its end within {DEADLINE_S} s"
+            for batch in consumer.poll(timeout_ms=500).values():
+                records.extend(batch)
+        return records
+    finally:
+        consumer.close()
+
+
+def metrics_in(path: Path) -> list[object]:
+    """The metrics of a recorded file in file order; an unreadable line counts as one."""
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    out: list[object] = []
+    with opener(path, "rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                out.append(line.strip())
+                continue
+            out.extend(doc["metrics"] if isinstance(doc, dict) and "metrics" in doc else [doc])
+    return out
+
+
+def is_job(m: object) -> bool:
+    return isinstance(m, dict) and m.get("name") == "job_placement"
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    """A link_flap scenario plus a file of odd lines, published once to fresh topics."""
+    import sim
+
+    bootstrap = kafka_bootstrap()
+    out = tmp_path_factory.mktemp("publish")
+    sim.simulate(out=out, scenario="link_flap", seed=3, duration=40)
+    recorded = out / "telemetry.jsonl.gz"
+    with gzip.open(recorded, "rb") as fh:
+        first = [json.loads(line) for _, line in zip(range(3), fh)]
+    odd = out / "odd.jsonl"
+    placement = {"name": "job_placement", "tags": {"scheduler": "slurm", "cluster": "c1"},
+                 "fields": {"job_id": EXTRA_JOB, "account": "acme", "user": "u", "job_state": "RUNNING",
+                            "nodes": "gpu001"}, "timestamp": 1764400000}
+    odd.write_bytes(b"\n".join([
+        GARBAGE,
+        json.dumps({"metrics": first[:2]}).encode(),  # a batch: one message per metric
+        json.dumps(placement).encode(),
+        NO_HOST,
+        json.dumps(first[2]).encode(),
+    ]) + b"\n")
+
+    tag = uuid.uuid4().hex[:10]
+    telemetry, jobs = f"test-pub-{tag}.telemetry", f"test-pub-{tag}.jobs"
+    assert ensure_topics(bootstrap=bootstrap, topics={telemetry: PARTITIONS, jobs: PARTITIONS},
+                         timeout_s=15) == [telemetry, jobs]
+    files = [recorded, odd]
+    stats = publish_files(files, bootstrap=bootstrap, topic=telemetry, jobs_topic=jobs,
+                          jobs_file=out / "jobs.jsonl")
+    yield {
+        "bootstrap": bootstrap, "stats": stats, "files": files, "jobs_file": out / "jobs.jsonl",
+        "telemetry": telemetry, "jobs": jobs,
+        "got": consume_all(bootstrap, telemetry), "got_jobs": consume_all(bootstrap, jobs),
+    }
+    _delete_topics(bootstrap, [telemetry, jobs])
+
+
+def _delete_topics(bootstrap: str, topics: list[str]) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.delete_topics(topics, timeout_ms=10_000)
+    except Exception:  # cleanup only; the broker's state dir is disposable
+        pass
+    finally:
+        admin.close()
+
+
+def test_every_metric_is_one_message_except_job_placements(published):
+    want = [m for f in published["files"] for m in metrics_in(f) if not is_job(m)]
+    assert len(published["got"]) == len(want)
+    assert published["stats"].records == len(want)
+    assert published["stats"].failed == 0
+
+
+def test_every_key_is_the_host_tag_of_its_value(published):
+    keyed = [r for r in published["got"] if r.key is not None]
+    assert len(keyed) == len(published["got"]) - 2  # the garbage line and the metric without host
+    for rec in keyed:
+        assert rec.key == json.loads(rec.value)["tags"]["host"].encode()
+
+
+def test_messages_of_one_host_arrive_in_file_order_in_one_partition(published):
+    want: dict[str, list[object]] = defaultdict(list)
+    for f in published["files"]:
+        for m in metrics_in(f):
+            if isinstance(m, dict) and not is_job(m) and m.get("tags", {}).get("host"):
+                want[m["tags"]["host"]].append(m)
+    got: dict[str, list[object]] = defaultdict(list)
+    partitions: dict[str, set[int]] = defaultdict(set)
+    for rec in sorted(published["got"], key=lambda r: (r.partition, r.offset)):
+        if rec.key is not None:
+            got[rec.key.decode()].append(json.loads(rec.value))
+            partitions[rec.key.decode()].add(rec.partition)
+    assert len(want) > 10
+    assert got == want
+    assert all(len(p) == 1 for p in partitions.values())
+    assert len({p for ps in partitions.values() for p in ps}) > 1, "hosts should spread over partitions"
+
+
+def test_job_records_land_on_the_jobs_topic_keyed_by_job_id(published):
+    recorded = [json.loads(line) for line in published["jobs_file"].read_text().splitlines() if line.strip()]
+    want = sorted([str(r["fields"]["job_id"]) for r in recorded] + [EXTRA_JOB])
+    got = published["got_jobs"]
+    assert sorted(r.key.decode() for r in got) == want
+    for rec in got:
+        value = json.loads(rec.value)
+        assert value["name"] == "job_placement" and rec.key == str(value["fields"]["job_id"]).encode()
+    assert published["stats"].jobs == len(want)
+    assert not any(is_job(json.loads(r.value)) for r in published["got"] if r.key is not None)
+
+
+def test_unreadable_lines_are_published_unkeyed_with_their_original_bytes(published):
+    unkeyed = sorted(r.value for r in published["got"] if r.key is None)
+    assert unkeyed == sorted([GARBAGE, NO_HOST])
+    assert published["stats"].unkeyed == 2
+
+
+def test_ensure_topics_creates_nothing_the_second_time():
+    bootstrap = kafka_bootstrap()
+    name = f"test-ensure-{uuid.uuid4().hex[:10]}"
+    try:
+        assert ensure_topics(bootstrap=bootstrap, topics={name: 2}, timeout_s=15) == [name]
+        assert ensure_topics(bootstrap=bootstrap, topics={name: 2}, timeout_s=15) == []
+    finally:
+        _delete_topics(bootstrap, [name])
+
+
+def test_an_unreachable_broker_is_named_quickly():
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailable, match=r"127\.0\.0\.1:1\b.*scripts/kafka-dev start"):
+        ensure_topics(bootstrap="127.0.0.1:1", topics={"fabric.telemetry": 4}, timeout_s=3)
+    assert time.monotonic() - started < 15
+    started = time.monotonic()
+    with pytest.raises(KafkaUnavailable, match=r"127\.0\.0\.1:1\b"):
+        publish_files([ANY_FILE], bootstrap="127.0.0.1:1", connect_timeout_s=2)
+    assert time.monotonic() - started < 15
+
+
+def test_speed_paces_event_time_and_reports_progress(published):
+    from engine.normalize import seconds
+
+    recorded = published["files"][0]
+    times = [seconds(m["timestamp"]) for m in metrics_in(recorded)]
+    span = max(times) - min(times)
+    speed = span / 1.5  # the whole recording in about 1.5 s
+    reports = []
+    stats = publish_files([recorded], bootstrap=published["bootstrap"], topic=published["telemetry"],
+                          jobs_topic=published["jobs"], speed=speed, progress=reports.append)
+    assert 1.5 * 0.8 <= stats.seconds <= 1.5 + 5
+    assert len(reports) >= 2 and reports[-1] is stats and stats.rate > 0
+
+
+def test_a_message_that_cannot_be_sent_is_counted_and_raised_not_lost(published, tmp_path):
+    from streams.publish import PublishError
+
+    small = {"name": "switch_port", "tags": {"host": "leaf01"}, "fields": {"if_in_octets": 1}, "timestamp": 1764400000}
+    huge = {**small, "fields": {"message": "x" * 1_500_000}}
+    path = tmp_path / "huge.jsonl"
+    path.write_bytes(b"\n".join(json.dumps(m).encode() for m in (small, huge, small)) + b"\n")
+    topic = f"test-pub-{uuid.uuid4().hex[:10]}"
+    ensure_topics(bootstrap=published["bootstrap"], topics={topic: 1}, timeout_s=15)
+    try:
+        with pytest.raises(PublishError, match=r"^1 of 3 messages") as err:
+            publish_files([path], bootstrap=published["bootstrap"], topic=topic, jobs_topic=published["jobs"])
+        assert (err.value.stats.failed, err.value.stats.records) == (1, 3)
+        assert [json.loads(r.value) for r in consume_all(published["bootstrap"], topic)] == [small, small]
+    finally:
+        _delete_topics(published["bootstrap"], [topic])

@@ -1,0 +1,223 @@
+"""The publisher's pure part, without a broker: bootstrap addresses, what one recorded
+line becomes on Kafka (contract section 1: one metric per message, key = host tag), and
+job records built from an squeue document."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.jobs import job_from_placement, load_jobs
+from engine.replay import ReplayError
+from streams.publish import (
+    Message,
+    PublishStats,
+    job_messages,
+    messages_of_line,
+    publish_files,
+)
+from streams.topics import ALL_TOPICS, DLQ, JOBS, TELEMETRY, KafkaUnavailable, ensure_topics, parse_bootstrap
+
+T0 = 1764400000
+
+
+def metric(host: str | None, name: str = "switch_port", **fields) -> dict:
+    tags = {"interface": "swp1"} if host is None else {"host": host, "interface": "swp1"}
+    return {"name": name, "tags": tags, "fields": fields or {"if_in_octets": 1}, "timestamp": T0}
+
+
+def line(doc: object) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+
+
+# ----------------------------------------------------------------- bootstrap
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("127.0.0.1:9092", "127.0.0.1:9092"),
+    (" kafka-1.example:19092 ", "kafka-1.example:19092"),
+    ("a:1,b:2", "a:1,b:2"),
+    ("[::1]:9092", "[::1]:9092"),
+    ("host:09092", "host:9092"),
+])
+def test_parse_bootstrap_accepts_host_port(text, want):
+    assert parse_bootstrap(text) == want
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("", "empty"),
+    ("127.0.0.1", "not HOST:PORT"),
+    (":9092", "not HOST:PORT"),
+    ("host:", "port ''"),
+    ("host:http", "port 'http'"),
+    ("host:0", "1..65535"),
+    ("host:70000", "1..65535"),
+    ("bad host:9092", "not a host name"),
+    ("a:1,", "not HOST:PORT"),
+])
+def test_parse_bootstrap_says_what_is_wrong(text, says):
+    with pytest.raises(ValueError, match=says):
+        parse_bootstrap(text)
+
+
+def test_topic_names_are_distinct():
+    assert len(set(ALL_TOPICS)) == len(ALL_TOPICS)
+    assert (TELEMETRY, JOBS, DLQ) == ("fabric.telemetry", "fabric.jobs", "fabric.telemetry.dlq")
+
+
+def test_ensure_topics_checks_its_arguments_before_connecting():
+    with pytest.raises(ValueError, match="not a valid Kafka topic name"):
+        ensure_topics(bootstrap="127.0.0.1:1", topics={"bad name": 4})
+    with pytest.raises(ValueError, match="positive integer"):
+        ensure_topics(bootstrap="127.0.0.1:1", topics={"ok": 0})
+
+
+def test_kafka_unavailable_names_the_address_and_the_fix():
+    err = KafkaUnavailable("127.0.0.1:1", "connection refused")
+    assert isinstance(err, RuntimeError)
+    assert "127.0.0.1:1" in str(err) and "scripts/kafka-dev start" in str(err)
+
+
+# ------------------------------------------------------------ messages_of_line
+
+
+def test_one_metric_is_one_message_keyed_by_host_with_the_line_as_value():
+    raw = line(metric("leaf01"))
+    [m] = messages_of_line(raw)
+    assert m == Message(TELEMETRY, b"leaf01", raw.strip(), T0)
+
+
+def test_a_batch_becomes_one_message_per_metric_in_order():
+    batch = [metric("leaf01"), metric("gpu001", name="nic_port"), metric("leaf02")]
+    msgs = messages_of_line(line({"metrics": batch}))
+    assert [m.key for m in msgs] == [b"leaf01", b"gpu001", b"leaf02"]
+    assert [json.loads(m.value) for m in msgs] == batch
+    assert all(b" " not in m.value for m in msgs)  # compact JSON
+
+
+@pytest.mark.parametrize("raw", [
+    b"this is not json {",
+    b'{"name":"switch_port","tags":{"host":"leaf01"},"fields":{"x":NaN},"timestamp":1}',
+    b"\xff\xfe not utf-8",
+    b"[1, 2, 3]",
+    b'{"metrics": "not a list"}',
+    line(metric(None)),  # no host tag
+    line({"name": "switch_port", "tags": {"host": ""}, "fields": {"a": 1}, "timestamp": T0}),
+    line({"name": "switch_port", "tags": {"host": 7}, "fields": {"a": 1}, "timestamp": T0}),
+    line({"name": "switch_port", "tags": "leaf01", "fields": {"a": 1}, "timestamp": T0}),
+])
+def test_an_unreadable_line_is_published_unkeyed_with_its_original_bytes(raw):
+    [m] = messages_of_line(raw)
+    assert (m.topic, m.key, m.value) == (TELEMETRY, None, raw.strip())
+
+
+def test_unkeyed_items_of_a_batch_keep_their_own_json():
+    msgs = messages_of_line(line({"metrics": [metric("leaf01"), metric(None), 42]}))
+    assert [m.key for m in msgs] == [b"leaf01", None, None]
+    assert json.loads(msgs[1].value) == metric(None)
+    assert msgs[2].value == b"42"
+
+
+def test_job_placement_goes_to_the_jobs_topic_keyed_by_job_id():
+    placement = {"name": "job_placement", "tags": {"scheduler": "slurm", "cluster": "c1", "host": "slurmctld"},
+                 "fields": {"job_id": 4242.0, "nodes": "gpu[001-002]"}, "timestamp": T0}
+    [m] = messages_of_line(line(placement))
+    assert (m.topic, m.key) == (JOBS, b"4242")
+    no_id = {**placement, "fields": {"nodes": "gpu001"}}
+    [m] = messages_of_line(line(no_id))
+    assert (m.topic, m.key) == (JOBS, None)
+    [m] = messages_of_line(line({**placement, "tags": {"job_id": "77"}, "fields": {"nodes": "x"}}))
+    assert m.key == b"77"
+
+
+def test_topic_names_can_be_chosen():
+    placement = {"name": "job_placement", "tags": {}, "fields": {"job_id": "1"}, "timestamp": T0}
+    msgs = messages_of_line(line({"metrics": [metric("leaf01"), placement]}), topic="t.tel", jobs_topic="t.jobs")
+    assert [(m.topic, m.key) for m in msgs] == [("t.tel", b"leaf01"), ("t.jobs", b"1")]
+
+
+def test_line_endings_and_str_input():
+    doc = metric("spine01")
+    for raw in (line(doc), line(doc)[:-1] + b"\r\n", line(doc)[:-1], line(doc).decode()):
+        [m] = messages_of_line(raw)
+        assert m.key == b"spine01" and json.loads(m.value) == doc and not m.value.endswith(b"\n")
+
+
+hosts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@given(st.lists(st.one_of(hosts, st.none()), min_size=1, max_size=20))
+def test_invariant_every_metric_is_one_message_and_its_key_is_its_host(batch_hosts):
+    batch = [metric(h) for h in batch_hosts]
+    msgs = messages_of_line(line({"metrics": batch}))
+    assert len(msgs) == len(batch)
+    for h, m in zip(batch_hosts, msgs):
+        assert m.key == (None if h is None else h.encode())
+        assert json.loads(m.value) == metric(h)
+
+
+# ---------------------------------------------------------------- jobs files
+
+
+SQUEUE = {
+    "last_update": {"set": True, "infinite": False, "number": T0 + 900},
+    "jobs": [
+        {"job_id": 4242, "account": "acme", "user_name": "alice", "job_state": ["RUNNING"], "nodes": "gpu[001-002]",
+         "cluster": "c9", "start_time": {"set": True, "infinite": False, "number": T0},
+         "end_time": {"set": True, "infinite": True, "number": 0}},
+        {"job_id": {"set": True, "infinite": False, "number": 4243}, "account": "beta", "user_name": "bob",
+         "job_state": "COMPLETED", "nodes": "gpu003", "start_time": T0 - 1000, "end_time": {"set": False, "number": 0}},
+    ],
+}
+
+
+def test_an_squeue_document_becomes_one_placement_record_per_job(tmp_path):
+    path = tmp_path / "squeue.json"
+    path.write_text(json.dumps(SQUEUE))
+    msgs = job_messages(path)
+    want = load_jobs(path)
+    assert [m.key for m in msgs] == [job.job_id.encode() for _, job in want]
+    assert {m.topic for m in msgs} == {JOBS}
+    for m, (ts, job) in zip(msgs, want):
+        rec = json.loads(m.value)
+        assert rec["name"] == "job_placement" and rec["timestamp"] == ts
+        assert rec["tags"] == {"scheduler": "slurm", "cluster": "c9"}
+        # the engine reads the record back as the same job
+        assert job_from_placement(tags=rec["tags"], fields=rec["fields"], ts=rec["timestamp"]) == job
+
+
+def test_a_placement_jsonl_keeps_its_records_and_skips_other_measurements(tmp_path):
+    placement = {"name": "job_placement", "tags": {"scheduler": "slurm", "cluster": "c1"},
+                 "fields": {"job_id": "7", "account": "a", "user": "u", "job_state": "RUNNING", "nodes": "gpu001"},
+                 "timestamp": T0}
+    path = tmp_path / "jobs.jsonl"
+    path.write_bytes(line(placement) + line({"metrics": [metric("leaf01"), {**placement, "timestamp": T0 + 1}]}))
+    msgs = job_messages(path)
+    assert [(m.key, json.loads(m.value)["timestamp"]) for m in msgs] == [(b"7", T0), (b"7", T0 + 1)]
+
+
+def test_publish_checks_files_before_connecting(tmp_path):
+    with pytest.raises(ReplayError, match="no such telemetry file"):
+        publish_files([tmp_path / "missing.jsonl"], bootstrap="127.0.0.1:1")
+    present = tmp_path / "t.jsonl"
+    present.write_bytes(line(metric("leaf01")))
+    with pytest.raises(ValueError, match="not HOST:PORT"):
+        publish_files([present], bootstrap="nowhere")
+
+
+def test_publish_stats_rate():
+    assert PublishStats().rate == 0.0
+    assert PublishStats(records=90, jobs=10, seconds=2.0).rate == 50.0
+
+
+def test_an_squeue_job_without_any_time_is_stamped_with_the_document_time(tmp_path):
+    import os
+
+    path = tmp_path / "squeue.json"
+    path.write_text(json.dumps({"jobs": [{"job_id": 1, "job_state": "PENDING", "nodes": "", "start_time": 0}]}))
+    os.utime(path, (T0, T0))
+    [m] = job_messages(path)
+    assert json.loads(m.value)["timestamp"] == T0  # a plausible event time, not 0
