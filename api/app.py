@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import SQLAlchemyError
 
 from api.routes import SessionDep, Store, db_reason, get_session, router
 from api.store.db import StoreError, make_engine
@@ -49,7 +49,7 @@ def create_app(*, db_url: str, topology: dict | None = None) -> FastAPI:
     app.state.topology = topology
     app.include_router(router)
     app.add_exception_handler(StoreError, _database_unavailable)
-    app.add_exception_handler(OperationalError, _database_unavailable)
+    app.add_exception_handler(SQLAlchemyError, _database_unavailable)
     return app
 
 

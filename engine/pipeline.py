@@ -9,6 +9,7 @@ of hosts and stage 2 on the symptoms topic. Neither stage knows how it is fed.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -159,6 +160,44 @@ class DetectStage:
         out, self.rejected = self.rejected, []
         return out
 
+    # --- checkpoints -------------------------------------------------------------------
+    _STATE = ("stats", "reorder", "_unknown_fields", "_next_tick", "_events", "rejected")
+    _DETECTOR = ("active", "hits", "last_seen", "silent", "clock", "unresolved_entities")
+
+    def snapshot(self) -> bytes:
+        """All state, so a restarted worker continues exactly where this one was. Rules,
+        roles and config are not in it: they come from the worker's own files."""
+        d = self.detector
+        return _dump({
+            "stage": {k: getattr(self, k) for k in self._STATE},
+            "detector": {k: getattr(d, k) for k in self._DETECTOR},
+            "series": d.extractor.series, "resets": d.extractor.counter_resets,
+        })
+
+    def restore(self, data: bytes) -> None:
+        state = _load(data)
+        for k, v in state["stage"].items():
+            setattr(self, k, v)
+        for k, v in state["detector"].items():
+            setattr(self.detector, k, v)
+        self.detector.extractor.series = state["series"]
+        self.detector.extractor.counter_resets = state["resets"]
+
+
+SNAPSHOT_VERSION = 1
+
+
+def _dump(state: dict) -> bytes:
+    return pickle.dumps({"version": SNAPSHOT_VERSION, "state": state}, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _load(data: bytes) -> dict:
+    # Snapshots are written and read only by fabric-rca workers through an internal topic.
+    doc = pickle.loads(data)  # noqa: S301
+    if doc.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"snapshot version {doc.get('version')!r}; this worker reads {SNAPSHOT_VERSION}")
+    return doc["state"]
+
 
 class CorrelateStage:
     """Stage 2. Events from one or more stage-1 sources are held until every source has
@@ -172,15 +211,19 @@ class CorrelateStage:
         self._ticks: dict[str, float] = {}  # source -> its latest tick
         self._times: set[float] = set()  # ticks seen and not yet applied
         self.applied_to: float = float("-inf")
+        self.duplicates = 0
 
     def add(self, event: StageEvent) -> None:
-        if event.tick <= self.applied_to:
-            # Late for its tick (a source that fell behind): apply now rather than drop.
-            self._apply([event])
+        """One event. A source sends a tick's events before the tick itself, so an event
+        at or before its source's last tick is a replay after a restart: a duplicate."""
+        if event.tick <= self._ticks.get(event.source, float("-inf")):
+            self.duplicates += 1
             return
         if event.kind == TICK:
-            self._ticks[event.source] = max(event.tick, self._ticks.get(event.source, float("-inf")))
+            self._ticks[event.source] = event.tick
             self._times.add(event.tick)
+        elif event.tick <= self.applied_to:
+            self._apply([event])  # a source that fell behind: apply now rather than drop
         else:
             self._pending.append(event)
 
@@ -207,6 +250,21 @@ class CorrelateStage:
 
     def changes(self) -> list[dict]:
         return self.correlator.drain()
+
+    _STATE = ("_pending", "_ticks", "_times", "applied_to", "duplicates")
+    _CORRELATOR = ("watermark", "open", "home", "saturated", "surges", "opened", "resolved", "jobs", "_changes")
+
+    def snapshot(self) -> bytes:
+        c = self.correlator
+        return _dump({"stage": {k: getattr(self, k) for k in self._STATE},
+                      "correlator": {k: getattr(c, k) for k in self._CORRELATOR}})
+
+    def restore(self, data: bytes) -> None:
+        state = _load(data)
+        for k, v in state["stage"].items():
+            setattr(self, k, v)
+        for k, v in state["correlator"].items():
+            setattr(self.correlator, k, v)
 
 
 class Pipeline:

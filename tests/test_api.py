@@ -1,13 +1,17 @@
-"""The HTTP API through a real uvicorn server on 127.0.0.1, with a real SQLite file."""
+"""The HTTP API through a real uvicorn server on 127.0.0.1, with a real database.
+
+Every test runs on a SQLite file and on PostgreSQL (FABRIC_RCA_TEST_PG, see
+tests/conftest.py).
+"""
 from __future__ import annotations
 
-import sqlite3
+import re
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
+from sqlalchemy import text
 from sqlmodel import Session
 
 from api.schemas import CauseName
@@ -81,10 +85,9 @@ def fill(db_url: str, *, incidents: list[dict], topology: dict | None = None) ->
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory) -> httpx.Client:
-    db_url = f"sqlite:///{tmp_path_factory.mktemp('api')}/incidents.db"
-    fill(db_url, incidents=INCIDENTS)
-    with running_server(db_url=db_url, topology=TOPOLOGY) as base_url:
+def api(module_db_url: str) -> httpx.Client:
+    fill(module_db_url, incidents=INCIDENTS)
+    with running_server(db_url=module_db_url, topology=TOPOLOGY) as base_url:
         with httpx.Client(base_url=base_url, timeout=5) as client:
             yield client
 
@@ -236,32 +239,31 @@ def test_openapi_lists_the_routes(api):
 # ---------------------------------------------------------------- other servers
 
 
-def test_topology_from_the_store_or_404(tmp_path: Path):
-    empty = f"sqlite:///{tmp_path}/empty.db"
+def test_topology_from_the_store_or_404(new_db_url):
+    empty = new_db_url()
     with running_server(db_url=empty) as base_url:
         response = httpx.get(f"{base_url}/topology")
         assert response.status_code == 404
         assert "no topology" in response.json()["detail"]
         assert httpx.get(f"{base_url}/healthz").json() == {"status": "ok", "db": "ok", "incidents": 0}
-    stored = f"sqlite:///{tmp_path}/stored.db"
+    stored = new_db_url()
     fill(stored, incidents=[], topology=TOPOLOGY)
     with running_server(db_url=stored) as base_url:
         assert httpx.get(f"{base_url}/topology").json() == TOPOLOGY
 
 
-def test_healthz_503_when_the_database_breaks(tmp_path: Path):
-    path = tmp_path / "broken.db"
-    with running_server(db_url=f"sqlite:///{path}") as base_url:
-        with sqlite3.connect(path) as connection:
-            connection.execute("DROP TABLE symptom")
-            connection.execute("DROP TABLE root_cause")
-            connection.execute("DROP TABLE affected_job")
-            connection.execute("DROP TABLE incident")
+def test_healthz_503_when_the_database_breaks(db_url: str, request):
+    with running_server(db_url=db_url) as base_url:
+        engine = make_engine(db_url)  # the server has made the schema by now
+        with engine.begin() as connection:
+            for table in ("symptom", "root_cause", "affected_job", "incident"):
+                connection.execute(text(f"DROP TABLE {table}"))
+        engine.dispose()
         response = httpx.get(f"{base_url}/healthz")
         assert response.status_code == 503
         body = response.json()
         assert body["status"] == "error" and body["db"] == "error"
-        assert "no such table" in body["detail"]
+        assert re.search(r"no such table: incident|relation \"incident\" does not exist", body["detail"])
         listed = httpx.get(f"{base_url}/incidents")
         assert listed.status_code == 503
         assert "database unavailable" in listed.json()["detail"]

@@ -1,9 +1,12 @@
-"""The incident store against a real SQLite file: round trips, idempotence, filters, paging."""
+"""The incident store against real databases: round trips, idempotence, filters, paging.
+
+Every store test runs on a SQLite file and on PostgreSQL (FABRIC_RCA_TEST_PG, see
+tests/conftest.py), each time on fresh, empty tables.
+"""
 from __future__ import annotations
 
 import importlib.util
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -87,8 +90,8 @@ def make_incident(
 
 
 @pytest.fixture
-def engine(tmp_path: Path):
-    engine = make_engine(f"sqlite:///{tmp_path}/store/incidents.db")
+def engine(db_url: str):
+    engine = make_engine(db_url)
     create_schema(engine)
     yield engine
     engine.dispose()
@@ -175,6 +178,47 @@ def test_a_malformed_incident_names_itself_and_writes_nothing(session):
     with pytest.raises(StoreError, match=r"inc-000000000003.*opened_at 'yesterday'"):
         repo.upsert_incidents(session, incidents=[bad])
     assert row_counts(session) == (0, 0, 0, 0)
+
+
+def make_broken(n: int, where: str, value: float) -> dict:
+    incident = make_incident(n)
+    if where == "metrics":
+        incident["symptoms"][1]["metrics"]["tx_pause_rate"] = value
+    elif where == "evidence":
+        incident["root_causes"][0]["evidence"][0]["metrics"]["tx_pause_rate"] = value
+    elif where == "score":
+        incident["root_causes"][0]["score"] = value
+    else:
+        incident["symptoms"][0]["severity"] = value
+    return incident
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ("metrics", float("nan"), "symptom metrics: not strict JSON"),
+        ("evidence", float("inf"), "root cause evidence: not strict JSON"),
+        ("score", float("nan"), "root cause score nan is not a finite number"),
+        ("severity", float("-inf"), "symptom severity -inf is not a finite number"),
+    ],
+)
+def test_non_finite_numbers_are_refused_the_same_on_every_backend(session, where, value, message):
+    """Not JSON, so not servable; PostgreSQL's json type refuses them, SQLite would not."""
+    with pytest.raises(StoreError, match=rf"inc-000000000002.*{message}"):
+        repo.upsert_incidents(session, incidents=[make_incident(1), make_broken(2, where, value)])
+    assert row_counts(session) == (0, 0, 0, 0)
+    with pytest.raises(StoreError, match="topology document: not strict JSON"):
+        repo.save_topology(session, document={"links": [{"speed": float("nan")}]})
+    assert repo.load_topology(session) is None
+
+
+def test_a_batch_larger_than_one_id_chunk(session):
+    incidents = [make_incident(n, opened=n / 60) for n in range(repo._CHUNK + 1)]
+    assert repo.upsert_incidents(session, incidents=incidents) == len(incidents)
+    assert repo.upsert_incidents(session, incidents=incidents) == len(incidents)
+    n = len(incidents)
+    assert row_counts(session) == (n, n, n, 2 * n)
+    assert repo.list_incidents(session, limit=None) == incidents[::-1]
 
 
 def test_empty_batch_and_unknown_id(session):

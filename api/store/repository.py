@@ -10,6 +10,8 @@ resolved at or after `since`).
 """
 from __future__ import annotations
 
+import json
+import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +62,9 @@ def upsert_incidents(session: Session, *, incidents: list[dict]) -> int:
 
 def save_topology(session: Session, *, document: dict) -> None:
     """Replace the stored topology snapshot."""
+    problem = _json_problem(document)
+    if problem is not None:
+        raise StoreError(f"topology document: {problem}")
     session.merge(TopologyRow(id=1, document=document))
     session.commit()
 
@@ -239,8 +244,8 @@ def _cause_columns(iid: str, position: int, rc: dict) -> dict[str, Any]:
         "cause": _require(rc, "cause", iid),
         "entity_kind": _require(entity, "kind", iid),
         "entity_id": _require(entity, "id", iid),
-        "score": float(_require(rc, "score", iid)),
-        "evidence": list(rc.get("evidence") or []),
+        "score": _number(_require(rc, "score", iid), iid, "root cause score"),
+        "evidence": _json(list(rc.get("evidence") or []), iid, "root cause evidence"),
     }
 
 
@@ -268,8 +273,8 @@ def _symptom_columns(iid: str, position: int, s: dict) -> dict[str, Any]:
         "start": _time(_require(s, "start", iid), iid, "symptom start"),
         "last": _time(_require(s, "last", iid), iid, "symptom last"),
         "end": _time(s.get("end"), iid, "symptom end"),
-        "severity": float(_require(s, "severity", iid)),
-        "metrics": dict(s.get("metrics") or {}),
+        "severity": _number(_require(s, "severity", iid), iid, "symptom severity"),
+        "metrics": _json(dict(s.get("metrics") or {}), iid, "symptom metrics"),
         "rule": s.get("rule") or "",
     }
 
@@ -342,6 +347,37 @@ def _time(value: Any, incident_id: str, what: str) -> datetime | None:
         except ValueError:
             pass
     raise StoreError(f"incident {incident_id!r}: {what} {value!r} is not an RFC 3339 time")
+
+
+def _number(value: Any, incident_id: str, what: str) -> float:
+    """A finite float: NaN and infinities are not JSON (SQLite stores NaN as NULL)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise StoreError(f"incident {incident_id!r}: {what} {value!r} is not a finite number")
+    return number
+
+
+def _json(value: Any, incident_id: str, what: str) -> Any:
+    problem = _json_problem(value)
+    if problem is not None:
+        raise StoreError(f"incident {incident_id!r}: {what}: {problem}")
+    return value
+
+
+def _json_problem(value: Any) -> str | None:
+    """Why `value` is not strict JSON, or None.
+
+    PostgreSQL's json type refuses NaN and infinities, which SQLite would keep; both
+    backends refuse them here, before anything is written.
+    """
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return f"not strict JSON ({exc})"
+    return None
 
 
 def _aware(value: datetime) -> datetime:
