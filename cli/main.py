@@ -99,10 +99,10 @@ def cmd_worker(args) -> int:
 
 
 def cmd_topics(args) -> int:
-    from streams.topics import ALL_TOPICS, ensure_topics, parse_bootstrap
+    from streams.topics import ensure_topics, parse_bootstrap, pipeline_topics
 
     bootstrap = parse_bootstrap(args.bootstrap or os.environ.get("FABRIC_RCA_BOOTSTRAP", ""))
-    wanted = {args.prefix + t: (1 if t.endswith("symptoms") else args.partitions) for t in ALL_TOPICS}
+    wanted = pipeline_topics(args.prefix, args.partitions)
     created = ensure_topics(bootstrap=bootstrap, topics=wanted)
     for name in wanted:
         print(f"{name}: {'created' if name in created else 'exists'}")

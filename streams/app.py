@@ -3,15 +3,21 @@
     fabric.telemetry (keyed by host) --detect--> fabric.symptoms (1 partition)
     fabric.jobs ---------------------jobs-----^          |
     unreadable records --> fabric.telemetry.dlq     --correlate--> store + fabric.incidents
+    stage snapshots <-----------------------------> fabric.state (compacted)
 
-`detect` keeps one `DetectStage` per telemetry partition (state follows the partition's
-hosts); `correlate` runs the one `CorrelateStage`. Agents run with concurrency 1 and
-decode, call the core, encode: no diagnosis logic lives here.
+`detect` keeps one `DetectStage` per telemetry partition (state follows the partition);
+`correlate` runs the one `CorrelateStage`. Agents decode, call the core, encode; no
+diagnosis logic lives here. Delivery is at least once: input is acked only after a
+snapshot covering it has been delivered (see `streams.state`), and what a restarted
+stage reads twice is dropped downstream or rewritten idempotently.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections import Counter
+from typing import Callable
 
 import faust
 import orjson
@@ -22,23 +28,100 @@ from engine.events import JOB, StageEvent
 from engine.jobs import JobBook, JobError, job_from_placement, load_jobs
 from engine.normalize import parse_line
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig
-from engine.topology import Topology, load_topology
+from engine.topology import load_topology
 from rules.loader import load_rules
+from streams import state
 from streams.metrics import WorkerMetrics, render
 from streams.settings import WorkerSettings
 
 log = logging.getLogger("fabric_rca.worker")
 
 
-def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()) -> faust.App:
+class Checkpoints:
+    """The stages this worker holds, restored from and saved to the state topic."""
+
+    def __init__(self, app: faust.App, settings: WorkerSettings, topic,
+                 read: Callable[[], dict[str, tuple[int, bytes]]]):
+        self.app, self.settings, self.topic, self._read = app, settings, topic, read
+        self.stages: dict[str, DetectStage | CorrelateStage] = {}
+        self.covered: dict[str, int] = {}  # key -> highest input offset inside the stage
+        self.unacked: dict[str, list] = {}
+        self.saved_at: dict[str, float] = {}
+        self._cache: dict[str, tuple[int, bytes]] | None = None
+        self.restored = 0
+
+    async def stage(self, key: str, make: Callable[[], DetectStage | CorrelateStage]):
+        """The stage for `key`: held, else restored from its latest snapshot, else new."""
+        held = self.stages.get(key)
+        if held is not None:
+            return held
+        if self._cache is None:
+            self._cache = await asyncio.get_running_loop().run_in_executor(None, self._read)
+        stage = make()
+        offset, blob = self._cache.pop(key, (-1, b""))
+        if blob:
+            stage.restore(blob)
+            self.restored += 1
+            log.info("restored %s from its snapshot at offset %d", key, offset)
+        self.stages[key], self.covered[key], self.unacked[key] = stage, offset, []
+        self.saved_at[key] = time.monotonic()
+        return stage
+
+    def forget_cache(self) -> None:
+        """Partitions moved: snapshots written by other workers must be read again."""
+        self._cache = None
+
+    def seen(self, key: str, event) -> bool:
+        """True when `event` is already inside the stage's state (a re-read after a restart)."""
+        if event.message.offset <= self.covered[key]:
+            event.ack()
+            return True
+        return False
+
+    def hold(self, key: str, event) -> None:
+        self.covered[key] = event.message.offset
+        self.unacked[key].append(event)
+
+    def due(self, key: str) -> bool:
+        return time.monotonic() - self.saved_at[key] >= self.settings.checkpoint_every_s
+
+    async def save(self, key: str) -> None:
+        """Snapshot the stage, deliver everything it produced so far, then ack its input."""
+        events = self.unacked.get(key)
+        if not events:
+            return
+        blob, offset = self.stages[key].snapshot(), self.covered[key]
+        self.unacked[key] = []
+        self.saved_at[key] = time.monotonic()
+        await self.app.producer.flush()
+        delivery = await self.topic.send(key=key.encode(), value=state.encode(offset, blob))
+        await delivery
+        for event in events:
+            event.ack()
+
+    async def drop(self, keys: list[str]) -> None:
+        for key in keys:
+            if key in self.stages:
+                await self.save(key)
+                for d in (self.stages, self.covered, self.unacked, self.saved_at):
+                    d.pop(key, None)
+
+
+def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig(),
+              read_snapshots: Callable[[], dict[str, tuple[int, bytes]]] | None = None) -> faust.App:
+    """The worker app. `read_snapshots` (key -> (offset, snapshot)) defaults to reading the
+    state topic; broker-free tests pass their own."""
     rules = load_rules(list(settings.rule_files) or None)
-    topology: Topology = load_topology(settings.topology)
-    book = JobBook()
-    if settings.jobs_file:
-        for _, job in load_jobs(settings.jobs_file):
-            book.update(job)
+    topology = load_topology(settings.topology)
     roles = {d: topology.role(d) for d in topology.devices()}
     sink = StoreSink(settings.db_url, topology=topology.to_dict())
+
+    def new_correlate() -> CorrelateStage:
+        book = JobBook()
+        if settings.jobs_file:
+            for _, job in load_jobs(settings.jobs_file):
+                book.update(job)
+        return CorrelateStage(topology=topology, rules=rules, jobs=book, config=config)
 
     app = faust.App(
         settings.app_id,
@@ -61,30 +144,36 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     symptoms = app.topic(settings.symptoms_topic, partitions=1, **raw)
     incidents = app.topic(settings.incidents_topic, **raw)
     dlq = app.topic(settings.dlq_topic, **raw)
-
-    stages: dict[str, DetectStage] = {}
-    offsets: dict[tuple[str, int], int] = {}  # (topic, partition) -> last offset read
+    reader = read_snapshots or (lambda: state.read_latest(bootstrap=settings.bootstrap, topic=settings.state_topic))
+    checkpoints = Checkpoints(app, settings, app.topic(settings.state_topic, partitions=1, **raw), reader)
     counters = {"dead_lettered": 0, "incident_changes": 0}
-    correlate_stage = CorrelateStage(topology=topology, rules=rules, jobs=book, config=config)
-    app.fabric_state = {"stages": stages, "correlate": correlate_stage, "sink": sink}  # for health/metrics
+    offsets: dict[tuple[str, int], int] = {}
+    correlate_key = f"correlate:{settings.symptoms_topic}"
+
+    async def dead_letter(event, reason: str, detail: str, source: str = "") -> None:
+        counters["dead_lettered"] += 1
+        await dlq.send(key=event.key, value=event.value, headers=[
+            ("reason", reason.encode()), ("detail", detail.encode()), ("source", source.encode())])
 
     @app.agent(telemetry, concurrency=1)
     async def detect(stream):
-        async for event in stream.events():
+        async for event in stream.noack().events():
             msg = event.message
             source = f"{msg.topic}:{msg.partition}"
-            stage = stages.get(source)
-            if stage is None:
-                stage = stages[source] = DetectStage(rules=rules, roles=roles, config=config, source=source)
+            key = "detect:" + source
+            stage = await checkpoints.stage(key, lambda: DetectStage(rules=rules, roles=roles, config=config,
+                                                                      source=source))
+            if checkpoints.seen(key, event):
+                continue
             offsets[(msg.topic, msg.partition)] = msg.offset
             stage.feed(event.value)
             for r in stage.take_rejects():
-                counters["dead_lettered"] += 1
-                await dlq.send(key=event.key, value=event.value, headers=[
-                    ("reason", r.reason.encode()), ("detail", r.detail.encode()),
-                    ("source", f"{source}@{msg.offset}".encode())])
+                await dead_letter(event, r.reason, r.detail, f"{source}@{msg.offset}")
             for e in stage.events():
                 await symptoms.send(key=b"stage", value=e.to_bytes())
+            checkpoints.hold(key, event)
+            if checkpoints.due(key):
+                await checkpoints.save(key)
 
     @app.agent(jobs_topic, concurrency=1)
     async def jobs(stream):
@@ -94,43 +183,66 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
                 try:
                     job = job_from_placement(tags=m.tags, fields=m.fields, ts=m.ts)
                 except JobError as exc:
-                    await dlq.send(key=event.key, value=event.value, headers=[
-                        ("reason", b"bad_job"), ("detail", str(exc).encode())])
+                    await dead_letter(event, "bad_job", str(exc))
                     continue
                 await symptoms.send(key=b"stage", value=StageEvent(JOB, m.ts, "jobs", job=job).to_bytes())
             for r in rejects:
-                await dlq.send(key=event.key, value=event.value, headers=[
-                    ("reason", r.reason.encode()), ("detail", r.detail.encode())])
+                await dead_letter(event, r.reason, r.detail)
 
     @app.agent(symptoms, concurrency=1)
     async def correlate(stream):
-        async for value in stream:
-            correlate_stage.add(StageEvent.from_bytes(value))
-            correlate_stage.advance()
-            changes = correlate_stage.changes()
+        async for event in stream.noack().events():
+            stage = await checkpoints.stage(correlate_key, new_correlate)
+            if checkpoints.seen(correlate_key, event):
+                continue
+            stage.add(StageEvent.from_bytes(event.value))
+            stage.advance()
+            changes = stage.changes()
             if changes:
                 counters["incident_changes"] += len(changes)
-                sink.write(changes)
+                sink.write(changes)  # idempotent upserts by incident id
                 for inc in changes:
                     await incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
+            checkpoints.hold(correlate_key, event)
+            if checkpoints.due(correlate_key):
+                await checkpoints.save(correlate_key)
+
+    @app.timer(interval=settings.checkpoint_every_s)
+    async def save_idle_stages():
+        for key in list(checkpoints.stages):
+            if checkpoints.due(key):
+                await checkpoints.save(key)
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(sender, revoked: set[TP], **kwargs) -> None:
+        keys = [f"detect:{tp.topic}:{tp.partition}" for tp in revoked]
+        keys += [correlate_key] if any(tp.topic == settings.symptoms_topic for tp in revoked) else []
+        await checkpoints.drop(keys)
+        checkpoints.forget_cache()
 
     @app.page("/healthz")
     async def healthz(web, request):
-        return web.json({"status": "ok", "partitions": sorted(stages), "applied_to": correlate_stage.applied_to})
+        c = checkpoints.stages.get(correlate_key)
+        return web.json({"status": "ok", "stages": sorted(checkpoints.stages),
+                         "applied_to": c.applied_to if c is not None else None})
 
     @app.page("/metrics")
     async def metrics(web, request):
-        return web.text(render(_metrics(app, stages, offsets, counters, correlate_stage)),
+        return web.text(render(_metrics(app, checkpoints, offsets, counters, correlate_key)),
                         content_type="text/plain; version=0.0.4")
 
+    app.fabric_checkpoints = checkpoints  # for tests and health
+    app.fabric_sink = sink
     return app
 
 
-def _metrics(app, stages, offsets, counters, correlate_stage) -> WorkerMetrics:
+def _metrics(app, checkpoints: Checkpoints, offsets, counters, correlate_key: str) -> WorkerMetrics:
     m = WorkerMetrics(dead_lettered=counters["dead_lettered"], incident_changes=counters["incident_changes"])
     rejects: Counter = Counter()
     clocks = []
-    for stage in stages.values():
+    for key, stage in checkpoints.stages.items():
+        if not isinstance(stage, DetectStage):
+            continue
         st = stage.stats
         m.records += st.records
         m.duplicates += st.duplicates
@@ -139,10 +251,11 @@ def _metrics(app, stages, offsets, counters, correlate_stage) -> WorkerMetrics:
         if stage.detector.clock != float("-inf"):
             clocks.append(stage.detector.clock)
     m.rejects = dict(rejects)
-    m.incidents_opened = correlate_stage.correlator.opened
-    m.incidents_resolved = correlate_stage.correlator.resolved
+    c = checkpoints.stages.get(correlate_key)
+    if isinstance(c, CorrelateStage):
+        m.incidents_opened, m.incidents_resolved = c.correlator.opened, c.correlator.resolved
+        m.applied_event_time = c.applied_to if c.applied_to != float("-inf") else None
     m.newest_event_time = max(clocks) if clocks else None
-    m.applied_event_time = correlate_stage.applied_to if correlate_stage.applied_to != float("-inf") else None
     for (topic, partition), offset in offsets.items():
         try:
             high = app.consumer.highwater(TP(topic, partition))
@@ -154,8 +267,11 @@ def _metrics(app, stages, offsets, counters, correlate_stage) -> WorkerMetrics:
 
 
 def run_worker(settings: WorkerSettings) -> None:
-    """Run until SIGTERM/SIGINT (blocking)."""
+    """Create missing topics, then run until SIGTERM/SIGINT (blocking)."""
     from faust.worker import Worker
 
+    from streams.topics import ensure_topics
+
+    ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics())
     app = build_app(settings)
     Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False).execute_from_commandline()

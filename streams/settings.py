@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.topics import DLQ, INCIDENTS, JOBS, SYMPTOMS, TELEMETRY
+from streams.topics import DLQ, INCIDENTS, JOBS, STATE, SYMPTOMS, TELEMETRY
 
 
 @dataclass(frozen=True)
@@ -20,16 +20,25 @@ class WorkerSettings:
     symptoms_topic: str = SYMPTOMS
     incidents_topic: str = INCIDENTS
     dlq_topic: str = DLQ
+    state_topic: str = STATE
+    checkpoint_every_s: float = 1.0  # wall time between snapshots of a busy stage
     partitions: int = 4
     web_port: int = 9108
     web_bind: str = "127.0.0.1"
     data_dir: Path = Path(".fabric-rca-worker")
     loglevel: str = "WARNING"
 
+    def topics(self) -> dict[str, int]:
+        """Every topic this worker reads or writes, with the partitions to create it with."""
+        out = {t: self.partitions for t in (*self.telemetry_topics, self.jobs_topic, self.incidents_topic,
+                                            self.dlq_topic)}
+        return out | {self.symptoms_topic: 1, self.state_topic: 1}
+
     @classmethod
     def with_prefix(cls, prefix: str, **kw) -> "WorkerSettings":
         """Every topic and the app id under one prefix (tests, several deployments on one broker)."""
         return cls(
             app_id=f"{prefix}fabric-rca", telemetry_topics=(prefix + TELEMETRY,), jobs_topic=prefix + JOBS,
-            symptoms_topic=prefix + SYMPTOMS, incidents_topic=prefix + INCIDENTS, dlq_topic=prefix + DLQ, **kw,
+            symptoms_topic=prefix + SYMPTOMS, incidents_topic=prefix + INCIDENTS, dlq_topic=prefix + DLQ,
+            state_topic=prefix + STATE, **kw,
         )

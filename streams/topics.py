@@ -12,10 +12,18 @@ JOBS = "fabric.jobs"
 SYMPTOMS = "fabric.symptoms"
 INCIDENTS = "fabric.incidents"
 DLQ = "fabric.telemetry.dlq"
+STATE = "fabric.state"  # worker checkpoints, compacted: the latest snapshot per stage
 
 DEFAULT_PARTITIONS = 4
 
-ALL_TOPICS = (TELEMETRY, JOBS, SYMPTOMS, INCIDENTS, DLQ)
+ALL_TOPICS = (TELEMETRY, JOBS, SYMPTOMS, INCIDENTS, DLQ, STATE)
+COMPACTED = {"cleanup.policy": "compact", "segment.ms": "60000", "min.cleanable.dirty.ratio": "0.1"}
+
+
+def pipeline_topics(prefix: str = "", partitions: int = DEFAULT_PARTITIONS) -> dict[str, int]:
+    """Every topic of the pipeline with its partition count: the symptoms topic has one
+    partition (correlation sees the whole fabric in one order), the state topic one."""
+    return {prefix + t: 1 if t in (SYMPTOMS, STATE) else partitions for t in ALL_TOPICS}
 
 _TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
@@ -55,9 +63,12 @@ def parse_bootstrap(text: str) -> str:
     return ",".join(servers)
 
 
-def ensure_topics(*, bootstrap: str, topics: dict[str, int], timeout_s: float = 30) -> list[str]:
-    """Create the topics (name -> partitions, replication 1) that do not exist yet and
-    wait until they have leaders; return the names created, in the order given."""
+def ensure_topics(*, bootstrap: str, topics: dict[str, int], timeout_s: float = 30,
+                  configs: dict[str, dict[str, str]] | None = None) -> list[str]:
+    """Create the topics (name -> partitions, replication 1; optional per-topic broker
+    configs) that do not exist yet and wait until they have leaders; return the names
+    created, in the order given. A topic whose name ends with the state topic's name is
+    created compacted."""
     for name, partitions in topics.items():
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(f"{name!r} is not a valid Kafka topic name ([A-Za-z0-9._-], 1..249 characters)")
@@ -69,7 +80,11 @@ def ensure_topics(*, bootstrap: str, topics: dict[str, int], timeout_s: float = 
 
         try:
             existing = set(admin.list_topics())
-            wanted = {n: {"num_partitions": p, "replication_factor": 1}
+            configs = dict(configs or {})
+            for n in topics:
+                if n.endswith(STATE):
+                    configs.setdefault(n, COMPACTED)
+            wanted = {n: {"num_partitions": p, "replication_factor": 1, **({"configs": configs[n]} if n in configs else {})}
                       for n, p in topics.items() if n not in existing}
             if not wanted:
                 return []
