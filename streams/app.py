@@ -100,11 +100,16 @@ class Checkpoints:
             event.ack()
 
     async def drop(self, keys: list[str]) -> None:
+        """Save, then let go of, the stages of partitions this worker no longer owns."""
         for key in keys:
             if key in self.stages:
                 await self.save(key)
-                for d in (self.stages, self.covered, self.unacked, self.saved_at):
-                    d.pop(key, None)
+        self.discard(keys)
+
+    def discard(self, keys: list[str]) -> None:
+        for key in keys:
+            for d in (self.stages, self.covered, self.unacked, self.saved_at):
+                d.pop(key, None)
 
 
 def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig(),
@@ -137,6 +142,12 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
         web_host=settings.web_bind,
         key_serializer="raw",
         value_serializer="raw",
+        # Input stays unacked until a snapshot covers it, so faust must not wait for
+        # "in-flight" events on rebalance or shutdown: the next owner re-reads them.
+        stream_wait_empty=False,
+        # A killed worker's partitions move to the others after this long, not a minute.
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
     )
     raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
     telemetry = app.topic(*settings.telemetry_topics, **raw)
@@ -217,7 +228,11 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     async def on_revoked(sender, revoked: set[TP], **kwargs) -> None:
         keys = [f"detect:{tp.topic}:{tp.partition}" for tp in revoked]
         keys += [correlate_key] if any(tp.topic == settings.symptoms_topic for tp in revoked) else []
-        await checkpoints.drop(keys)
+        try:  # best effort: what is not saved is re-read from the last snapshot by the next owner
+            await asyncio.wait_for(checkpoints.drop(keys), timeout=5.0)
+        except Exception as exc:  # noqa: BLE001 - shutting down or broker away: the snapshots cover us
+            log.warning("could not save stages %s on revocation: %s", keys, exc)
+            checkpoints.discard(keys)
         checkpoints.forget_cache()
 
     @app.page("/healthz")
@@ -237,7 +252,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
 
 
 def _metrics(app, checkpoints: Checkpoints, offsets, counters, correlate_key: str) -> WorkerMetrics:
-    m = WorkerMetrics(dead_lettered=counters["dead_lettered"], incident_changes=counters["incident_changes"])
+    m = WorkerMetrics(dead_lettered=counters["dead_lettered"], incident_changes=counters["incident_changes"],
+                      stages_restored=checkpoints.restored)
     rejects: Counter = Counter()
     clocks = []
     for key, stage in checkpoints.stages.items():

@@ -18,6 +18,7 @@ class WorkerMetrics:
     incidents_resolved: int = 0
     incident_changes: int = 0
     dead_lettered: int = 0
+    stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
     newest_event_time: float | None = None  # newest event time stage 1 has read
     applied_event_time: float | None = None  # event time stage 2 has correlated up to
@@ -48,6 +49,8 @@ def render(m: WorkerMetrics) -> str:
     metric("fabric_rca_incidents_resolved_total", "counter", "Incidents resolved.", [(m.incidents_resolved, None)])
     metric("fabric_rca_incident_changes_total", "counter", "Incident changes stored and published.",
            [(m.incident_changes, None)])
+    metric("fabric_rca_stages_restored_total", "counter", "Stages resumed from a checkpoint.",
+           [(m.stages_restored, None)])
     metric("fabric_rca_consumer_lag_messages", "gauge", "Messages not yet consumed, per partition.",
            [(n, {"partition": tp}) for tp, n in sorted(m.consumer_lag.items())] or [(0, {"partition": "none"})])
     if m.newest_event_time is not None and m.applied_event_time is not None:

@@ -22,6 +22,7 @@ class WorkerSettings:
     dlq_topic: str = DLQ
     state_topic: str = STATE
     checkpoint_every_s: float = 1.0  # wall time between snapshots of a busy stage
+    session_timeout_s: float = 10.0  # a silent group member is replaced after this long
     partitions: int = 4
     web_port: int = 9108
     web_bind: str = "127.0.0.1"

@@ -1,5 +1,7 @@
 """The Kafka path end to end: publish a scenario to a real broker, run the faust workers
-as a separate process, and get the same incidents as the embedded replay of the same files.
+as separate processes, and get the same incidents as the embedded replay of the same
+files: uninterrupted, killed with SIGKILL mid-stream and restarted, and with two workers
+sharing the partitions.
 
 KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_workers.py
 """
@@ -8,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -19,7 +22,7 @@ from api.store.db import make_engine
 from api.store.repository import list_incidents
 from cli.run import replay_scenario
 from streams.publish import publish_files
-from streams.topics import ALL_TOPICS, ensure_topics
+from streams.topics import ensure_topics, pipeline_topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -52,79 +55,95 @@ def _summary(incidents: list[dict]) -> list[tuple]:
     )
 
 
-@pytest.fixture
-def worker(tmp_path, scenario_dir):
-    """Start `fabric-rca worker` on fresh topics; yield (prefix, db, health URL); SIGTERM at the end."""
-    bootstrap = kafka_bootstrap()
-    folder = scenario_dir("pfc_storm")
-    prefix = f"t{uuid.uuid4().hex[:8]}."
-    ensure_topics(bootstrap=bootstrap, topics={prefix + t: 1 if t.endswith("symptoms") else 4 for t in ALL_TOPICS})
-    db = tmp_path / "worker.db"
-    port = _free_port()
-    log = open(tmp_path / "worker.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "worker", "--bootstrap", bootstrap, "--db", str(db),
-         "--topology", str(folder / "topology.dot"), "--jobs", str(folder / "jobs.jsonl"),
-         "--topic-prefix", prefix, "--metrics-port", str(port), "--data-dir", str(tmp_path / "faust")],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    health = f"http://127.0.0.1:{port}/healthz"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+class Fleet:
+    """Workers of one deployment (one topic prefix, one store) as real processes."""
+
+    def __init__(self, tmp_path, folder):
+        self.bootstrap = kafka_bootstrap()
+        self.tmp, self.folder = tmp_path, folder
+        self.prefix = f"t{uuid.uuid4().hex[:8]}."
+        ensure_topics(bootstrap=self.bootstrap, topics=pipeline_topics(self.prefix))
+        self.db = tmp_path / "worker.db"
+        self.procs: list[tuple[subprocess.Popen, str, object]] = []
+
+    def start(self, name: str) -> str:
+        port = _free_port()
+        log = open(self.tmp / f"{name}.log", "w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "worker", "--bootstrap", self.bootstrap, "--db", str(self.db),
+             "--topology", str(self.folder / "topology.dot"), "--jobs", str(self.folder / "jobs.jsonl"),
+             "--topic-prefix", self.prefix, "--metrics-port", str(port), "--data-dir", str(self.tmp / name)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        base = f"http://127.0.0.1:{port}"
+        self.procs.append((proc, name, log))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, self.logs()
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    return base
+            except httpx.TransportError:
+                time.sleep(0.3)
+        pytest.fail(f"worker {name} did not answer /healthz within 60 s:\n{self.logs()}")
+
+    def kill(self, name: str) -> None:
+        for proc, n, _ in self.procs:
+            if n == name:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+    def publish(self, **kw):
+        return publish_files([self.folder / "telemetry.jsonl.gz"], bootstrap=self.bootstrap,
+                             topic=self.prefix + "fabric.telemetry", jobs_topic=self.prefix + "fabric.jobs", **kw)
+
+    def stored(self) -> list[dict]:
+        engine = make_engine(f"sqlite:///{self.db}")
         try:
-            if httpx.get(health, timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.3)
-    else:
-        pytest.fail("worker did not answer /healthz within 60 s: " + (tmp_path / "worker.log").read_text()[-3000:])
-    yield {"bootstrap": bootstrap, "prefix": prefix, "db": db, "folder": folder, "log": tmp_path / "worker.log",
-           "base": f"http://127.0.0.1:{port}"}
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+            with Session(engine) as session:
+                return list_incidents(session, limit=None)
+        except Exception:  # the worker creates the schema; not there yet
+            return []
+        finally:
+            engine.dispose()
+
+    def wait_for(self, expected: list[dict], timeout: float = 120) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        got: list[dict] = []
+        while time.monotonic() < deadline:
+            got = self.stored()
+            if _summary(got) == _summary(expected):
+                return got
+            time.sleep(1)
+        return got
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-2500:]}" for p in sorted(self.tmp.glob("*.log")))
+
+    def stop(self) -> None:
+        for proc, _, log in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc, _, log in self.procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            log.close()
 
 
-def _stored(db) -> list[dict]:
-    engine = make_engine(f"sqlite:///{db}")
-    try:
-        with Session(engine) as session:
-            return list_incidents(session, limit=None)
-    except Exception:  # the worker creates the schema; not there yet
-        return []
-    finally:
-        engine.dispose()
+@pytest.fixture
+def fleet(tmp_path, scenario_dir):
+    f = Fleet(tmp_path, scenario_dir("pfc_storm"))
+    yield f
+    f.stop()
 
 
-def test_workers_give_the_same_incidents_as_replay(worker):
-    folder = worker["folder"]
-    _, expected, _ = replay_scenario(folder)
-    assert expected, "the scenario must produce an incident for this test to mean anything"
-    stats = publish_files([folder / "telemetry.jsonl.gz"], bootstrap=worker["bootstrap"],
-                          topic=worker["prefix"] + "fabric.telemetry", jobs_topic=worker["prefix"] + "fabric.jobs")
-    assert stats.failed == 0
-    deadline = time.monotonic() + 90
-    got: list[dict] = []
-    while time.monotonic() < deadline:
-        got = _stored(worker["db"])
-        if _summary(got) == _summary(expected):
-            break
-        time.sleep(1)
-    assert _summary(got) == _summary(expected), worker["log"].read_text()[-3000:]
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # every record consumed, and counted once
-        samples = _metrics(worker["base"])
-        if samples["fabric_rca_records_total"] >= stats.records:
-            break
-        time.sleep(1)
-    assert samples["fabric_rca_records_total"] == stats.records
-    assert samples["fabric_rca_incidents_opened_total"] == len(expected)
-    assert samples["fabric_rca_rejects_total{reason=\"none\"}"] == 0
+@pytest.fixture(scope="module")
+def expected(scenario_dir):
+    _, incidents, _ = replay_scenario(scenario_dir("pfc_storm"))
+    assert incidents, "the scenario must produce an incident for these tests to mean anything"
+    return incidents
 
 
 def _metrics(base: str) -> dict[str, float]:
@@ -133,16 +152,62 @@ def _metrics(base: str) -> dict[str, float]:
                                            if line and not line.startswith("#"))}
 
 
-def test_unreadable_records_are_dead_lettered_with_their_bytes(worker):
+def test_workers_give_the_same_incidents_as_replay(fleet, expected):
+    base = fleet.start("w1")
+    stats = fleet.publish()
+    assert stats.failed == 0
+    got = fleet.wait_for(expected)
+    assert _summary(got) == _summary(expected), fleet.logs()
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # every record consumed, and counted once
+        samples = _metrics(base)
+        if samples["fabric_rca_records_total"] >= stats.records:
+            break
+        time.sleep(1)
+    assert samples["fabric_rca_records_total"] == stats.records
+    assert samples["fabric_rca_incidents_opened_total"] == len(expected)
+
+
+def test_a_worker_killed_mid_stream_restarts_to_the_same_incidents(fleet, expected):
+    fleet.start("first")
+    publisher = threading.Thread(target=fleet.publish, kwargs={"speed": 25.0})  # ~12 s of telemetry
+    publisher.start()
+    time.sleep(6)
+    assert publisher.is_alive(), "the kill must land mid-stream"
+    fleet.kill("first")  # SIGKILL: no snapshot, no commit on the way out
+    time.sleep(1)
+    second = fleet.start("second")
+    publisher.join(timeout=120)
+    got = fleet.wait_for(expected)
+    assert _summary(got) == _summary(expected), fleet.logs()
+    assert len({i["id"] for i in got}) == len(got)  # idempotent writes: no duplicate incidents
+    assert _metrics(second)["fabric_rca_stages_restored_total"] >= 1  # it resumed from snapshots
+
+
+def test_two_workers_split_partitions_and_agree(fleet, expected):
+    a = fleet.start("a")
+    b = fleet.start("b")
+    time.sleep(3)  # let the group settle after the second member joined
+    fleet.publish()
+    got = fleet.wait_for(expected)
+    assert _summary(got) == _summary(expected), fleet.logs()
+    stages = [set(httpx.get(u + "/healthz").json()["stages"]) for u in (a, b)]
+    detect = [{s for s in st if s.startswith("detect:")} for st in stages]
+    assert all(detect) and not (detect[0] & detect[1]), stages  # both work, on different partitions
+
+
+def test_unreadable_records_are_dead_lettered_with_their_bytes(fleet):
     from kafka import KafkaConsumer, KafkaProducer
 
+    fleet.start("w1")
     bad = [b"{not json", b'{"name":"switch_port","tags":{},"fields":{"a":1},"timestamp":1764400000}']
-    producer = KafkaProducer(bootstrap_servers=worker["bootstrap"])
+    producer = KafkaProducer(bootstrap_servers=fleet.bootstrap)
     for value in bad:
-        producer.send(worker["prefix"] + "fabric.telemetry", key=b"leaf01", value=value)
+        producer.send(fleet.prefix + "fabric.telemetry", key=b"leaf01", value=value)
     producer.flush()
     producer.close()
-    consumer = KafkaConsumer(worker["prefix"] + "fabric.telemetry.dlq", bootstrap_servers=worker["bootstrap"],
+    consumer = KafkaConsumer(fleet.prefix + "fabric.telemetry.dlq", bootstrap_servers=fleet.bootstrap,
                              auto_offset_reset="earliest", consumer_timeout_ms=1000)
     seen: dict[bytes, dict] = {}
     deadline = time.monotonic() + 45
