@@ -58,8 +58,8 @@ def _summary(incidents: list[dict]) -> list[tuple]:
 class Fleet:
     """Workers of one deployment (one topic prefix, one store) as real processes."""
 
-    def __init__(self, tmp_path, folder):
-        self.bootstrap = kafka_bootstrap()
+    def __init__(self, tmp_path, folder, bootstrap: str | None = None):
+        self.bootstrap = bootstrap or kafka_bootstrap()
         self.tmp, self.folder = tmp_path, folder
         self.prefix = f"t{uuid.uuid4().hex[:8]}."
         ensure_topics(bootstrap=self.bootstrap, topics=pipeline_topics(self.prefix))
@@ -87,14 +87,17 @@ class Fleet:
                 time.sleep(0.3)
         pytest.fail(f"worker {name} did not answer /healthz within 60 s:\n{self.logs()}")
 
+    def alive(self, name: str) -> bool:
+        return any(n == name and proc.poll() is None for proc, n, _ in self.procs)
+
     def kill(self, name: str) -> None:
         for proc, n, _ in self.procs:
             if n == name:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
 
-    def publish(self, **kw):
-        return publish_files([self.folder / "telemetry.jsonl.gz"], bootstrap=self.bootstrap,
+    def publish(self, files=None, **kw):
+        return publish_files(files or [self.folder / "telemetry.jsonl.gz"], bootstrap=self.bootstrap,
                              topic=self.prefix + "fabric.telemetry", jobs_topic=self.prefix + "fabric.jobs", **kw)
 
     def stored(self) -> list[dict]:
@@ -219,3 +222,55 @@ def test_unreadable_records_are_dead_lettered_with_their_bytes(fleet):
     assert seen[bad[0]]["reason"] == "bad_json"
     assert seen[bad[1]]["reason"] == "missing_host"
     assert all(h["detail"] for h in seen.values())
+
+
+class OwnBroker:
+    """A broker of this test's own (scripts/kafka-dev on free ports), to stop and restart."""
+
+    def __init__(self, tmp_path):
+        kafka_bootstrap()  # same rule as the other Kafka tests: required in CI
+        self.env = dict(os.environ, KAFKA_PORT=str(_free_port()), KAFKA_CONTROLLER_PORT=str(_free_port()),
+                        KAFKA_STATE_DIR=str(tmp_path / "broker"))
+        self.script = os.path.join(os.path.dirname(__file__), "..", "scripts", "kafka-dev")
+        self.address = self._run("start")
+
+    def _run(self, verb: str) -> str:
+        out = subprocess.run([self.script, verb], env=self.env, capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+    def stop(self) -> None:
+        self._run("stop")
+
+    def start(self) -> None:
+        self._run("start")
+
+
+def test_workers_survive_a_broker_restart_mid_stream(tmp_path, scenario_dir, expected):
+    import gzip
+
+    from engine.replay import open_lines
+
+    folder = scenario_dir("pfc_storm")
+    lines = list(open_lines(folder / "telemetry.jsonl.gz"))
+    halves = [tmp_path / "first.jsonl.gz", tmp_path / "second.jsonl.gz"]
+    for path, part in zip(halves, (lines[: len(lines) // 2], lines[len(lines) // 2:])):
+        with gzip.open(path, "wb") as fh:
+            fh.writelines(part)
+    broker = OwnBroker(tmp_path)
+    fleet = Fleet(tmp_path, folder, bootstrap=broker.address)
+    try:
+        fleet.start("w")
+        fleet.publish([halves[0]])
+        time.sleep(3)
+        broker.stop()
+        time.sleep(5)
+        assert fleet.alive("w"), fleet.logs()
+        broker.start()
+        fleet.publish([halves[1]])
+        got = fleet.wait_for(expected, timeout=180)
+        assert fleet.alive("w"), fleet.logs()
+        assert _summary(got) == _summary(expected), fleet.logs()
+    finally:
+        fleet.stop()
+        broker.stop()
