@@ -90,7 +90,7 @@ def cmd_worker(args) -> int:
     common = dict(
         bootstrap=parse_bootstrap(bootstrap), db_url=_db(args), topology=Path(topology),
         jobs_file=Path(jobs) if jobs else None, rule_files=tuple(args.rules or ()),
-        web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel,
+        web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir),
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
@@ -290,7 +290,8 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
     w.add_argument("--metrics-bind", default="127.0.0.1")
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
-    w.add_argument("--loglevel", default="WARNING")
+    w.add_argument("--loglevel", default="WARNING", help="WARNING (default: quiet), INFO or DEBUG")
+    w.add_argument("--log-format", choices=("json", "text"), default="json", help="structured JSON lines (default)")
     w.set_defaults(fn=cmd_worker)
 
     t = sub.add_parser("topics", help="Kafka topics")

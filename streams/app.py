@@ -288,6 +288,9 @@ def run_worker(settings: WorkerSettings) -> None:
 
     from streams.topics import ensure_topics
 
+    from streams.logs import logging_config
+
     ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics())
     app = build_app(settings)
-    Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False).execute_from_commandline()
+    Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False,
+           logging_config=logging_config(level=settings.loglevel, fmt=settings.log_format)).execute_from_commandline()

@@ -28,6 +28,7 @@ class WorkerSettings:
     web_bind: str = "127.0.0.1"
     data_dir: Path = Path(".fabric-rca-worker")
     loglevel: str = "WARNING"
+    log_format: str = "json"  # or "text"
 
     def topics(self) -> dict[str, int]:
         """Every topic this worker reads or writes, with the partitions to create it with."""

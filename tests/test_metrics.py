@@ -29,3 +29,15 @@ def test_delay_is_never_negative_and_zero_before_data():
     assert _samples(render(WorkerMetrics()))["fabric_rca_processing_delay_seconds"] == 0
     s = _samples(render(WorkerMetrics(newest_event_time=5.0, applied_event_time=9.0)))
     assert s["fabric_rca_processing_delay_seconds"] == 0
+
+
+def test_worker_logs_are_json_lines():
+    import json
+    import logging
+
+    from streams.logs import JsonFormatter, logging_config
+
+    record = logging.LogRecord("fabric_rca.worker", logging.WARNING, __file__, 1, "lag %d", (5,), None)
+    doc = json.loads(JsonFormatter().format(record))
+    assert doc["level"] == "warning" and doc["msg"] == "lag 5" and doc["logger"] == "fabric_rca.worker"
+    assert logging_config(level="warning", fmt="json")["root"]["level"] == "WARNING"
