@@ -9,6 +9,28 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.store.db import StoreError, make_engine
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def require_service(env: str, how: str) -> str:
+    """The address in `env`; without it a test fails in CI and is skipped elsewhere."""
+    value = os.environ.get(env, "").strip()
+    if not value:
+        msg = f"{env} is not set: {how}"
+        if in_ci():
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return value
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """A real broker's address (scripts/test starts one; or `scripts/kafka-dev start`)."""
+    return require_service("KAFKA_BOOTSTRAP", "start a broker with `scripts/kafka-dev start` "
+                                              "and export KAFKA_BOOTSTRAP=<its last line>")
+
+
 @pytest.fixture(scope="session")
 def scenario_dir(tmp_path_factory):
     """Generate a scenario once per session: scenario_dir(name) -> folder."""

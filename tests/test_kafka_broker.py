@@ -4,7 +4,6 @@ KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_broker.py
 Without KAFKA_BOOTSTRAP the test fails in CI (CI set) and is skipped elsewhere.
 """
 
-import os
 import time
 import uuid
 
@@ -20,19 +19,8 @@ N_MESSAGES = 100
 DEADLINE_S = 15.0
 
 
-def kafka_bootstrap() -> str:
-    addr = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
-    if not addr:
-        msg = ("KAFKA_BOOTSTRAP is not set: start a broker with "
-               "`scripts/kafka-dev start` and export KAFKA_BOOTSTRAP=<its last line>")
-        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return addr
-
-
-def test_keyed_round_trip():
-    bootstrap = kafka_bootstrap()
+def test_keyed_round_trip(kafka_bootstrap):
+    bootstrap = kafka_bootstrap
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.admin import KafkaAdminClient, NewTopic
 

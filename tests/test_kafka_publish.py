@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import time
 import uuid
 from collections import defaultdict
@@ -33,17 +32,6 @@ GARBAGE = b"this line is not json {"
 NO_HOST = b'{"name":"switch_port","tags":{"interface":"swp9"},"fields":{"if_in_octets":1},"timestamp":1764400000}'
 EXTRA_JOB = "9001"
 ANY_FILE = Path(__file__).resolve()  # any existing file: the broker is never reached
-
-
-def kafka_bootstrap() -> str:
-    addr = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
-    if not addr:
-        msg = ("KAFKA_BOOTSTRAP is not set: start a broker with "
-               "`scripts/kafka-dev start` and export KAFKA_BOOTSTRAP=<its last line>")
-        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return addr
 
 
 def consume_all(bootstrap: str, topic: str) -> list:
@@ -92,11 +80,11 @@ def is_job(m: object) -> bool:
 
 
 @pytest.fixture(scope="module")
-def published(tmp_path_factory):
+def published(tmp_path_factory, kafka_bootstrap):
     """A link_flap scenario plus a file of odd lines, published once to fresh topics."""
     import sim
 
-    bootstrap = kafka_bootstrap()
+    bootstrap = kafka_bootstrap
     out = tmp_path_factory.mktemp("publish")
     sim.simulate(out=out, scenario="link_flap", seed=3, duration=40)
     recorded = out / "telemetry.jsonl.gz"
@@ -191,8 +179,8 @@ def test_unreadable_lines_are_published_unkeyed_with_their_original_bytes(publis
     assert published["stats"].unkeyed == 2
 
 
-def test_ensure_topics_creates_nothing_the_second_time():
-    bootstrap = kafka_bootstrap()
+def test_ensure_topics_creates_nothing_the_second_time(kafka_bootstrap):
+    bootstrap = kafka_bootstrap
     name = f"test-ensure-{uuid.uuid4().hex[:10]}"
     try:
         assert ensure_topics(bootstrap=bootstrap, topics={name: 2}, timeout_s=15) == [name]

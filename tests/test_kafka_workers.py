@@ -31,16 +31,6 @@ pytestmark = [
 ]
 
 
-def kafka_bootstrap() -> str:
-    addr = os.environ.get("KAFKA_BOOTSTRAP", "").strip()
-    if not addr:
-        msg = "KAFKA_BOOTSTRAP is not set: start a broker with `scripts/kafka-dev start`"
-        if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return addr
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,8 +48,8 @@ def _summary(incidents: list[dict]) -> list[tuple]:
 class Fleet:
     """Workers of one deployment (one topic prefix, one store) as real processes."""
 
-    def __init__(self, tmp_path, folder, bootstrap: str | None = None):
-        self.bootstrap = bootstrap or kafka_bootstrap()
+    def __init__(self, tmp_path, folder, bootstrap: str):
+        self.bootstrap = bootstrap
         self.tmp, self.folder = tmp_path, folder
         self.prefix = f"t{uuid.uuid4().hex[:8]}."
         ensure_topics(bootstrap=self.bootstrap, topics=pipeline_topics(self.prefix))
@@ -136,8 +126,8 @@ class Fleet:
 
 
 @pytest.fixture
-def fleet(tmp_path, scenario_dir):
-    f = Fleet(tmp_path, scenario_dir("pfc_storm"))
+def fleet(tmp_path, scenario_dir, kafka_bootstrap):
+    f = Fleet(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap)
     yield f
     f.stop()
 
@@ -228,7 +218,6 @@ class OwnBroker:
     """A broker of this test's own (scripts/kafka-dev on free ports), to stop and restart."""
 
     def __init__(self, tmp_path):
-        kafka_bootstrap()  # same rule as the other Kafka tests: required in CI
         self.env = dict(os.environ, KAFKA_PORT=str(_free_port()), KAFKA_CONTROLLER_PORT=str(_free_port()),
                         KAFKA_STATE_DIR=str(tmp_path / "broker"))
         self.script = os.path.join(os.path.dirname(__file__), "..", "scripts", "kafka-dev")
@@ -246,7 +235,8 @@ class OwnBroker:
         self._run("start")
 
 
-def test_workers_survive_a_broker_restart_mid_stream(tmp_path, scenario_dir, expected):
+def test_workers_survive_a_broker_restart_mid_stream(tmp_path, scenario_dir, expected, kafka_bootstrap):
+    """Needs the shared broker too (CI's rule), but stops and restarts one of its own."""
     import gzip
 
     from engine.replay import open_lines
