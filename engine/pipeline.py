@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -188,12 +189,17 @@ SNAPSHOT_VERSION = 1
 
 
 def _dump(state: dict) -> bytes:
-    return pickle.dumps({"version": SNAPSHOT_VERSION, "state": state}, protocol=pickle.HIGHEST_PROTOCOL)
+    """Pickled and compressed: stage state is repetitive (series keys, feature names)."""
+    return zlib.compress(pickle.dumps({"version": SNAPSHOT_VERSION, "state": state},
+                                      protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
 def _load(data: bytes) -> dict:
     # Snapshots are written and read only by fabric-rca workers through an internal topic.
-    doc = pickle.loads(data)  # noqa: S301
+    try:
+        doc = pickle.loads(zlib.decompress(data))  # noqa: S301
+    except (zlib.error, pickle.UnpicklingError, EOFError) as exc:
+        raise ValueError(f"not a fabric-rca snapshot: {exc}") from None
     if doc.get("version") != SNAPSHOT_VERSION:
         raise ValueError(f"snapshot version {doc.get('version')!r}; this worker reads {SNAPSHOT_VERSION}")
     return doc["state"]

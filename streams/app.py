@@ -145,6 +145,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
         # Input stays unacked until a snapshot covers it, so faust must not wait for
         # "in-flight" events on rebalance or shutdown: the next owner re-reads them.
         stream_wait_empty=False,
+        producer_max_request_size=16 * 1024 * 1024,  # stage snapshots of a large fabric
         # A killed worker's partitions move to the others after this long, not a minute.
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
@@ -161,10 +162,11 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     offsets: dict[tuple[str, int], int] = {}
     correlate_key = f"correlate:{settings.symptoms_topic}"
 
-    async def dead_letter(event, reason: str, detail: str, source: str = "") -> None:
+    async def dead_letter(event, reason: str, detail: str, source: str = "", rejected: int = 1) -> None:
         counters["dead_lettered"] += 1
         await dlq.send(key=event.key, value=event.value, headers=[
-            ("reason", reason.encode()), ("detail", detail.encode()), ("source", source.encode())])
+            ("reason", reason.encode()), ("detail", detail.encode()), ("source", source.encode()),
+            ("rejected", str(rejected).encode())])
 
     @app.agent(telemetry, concurrency=1)
     async def detect(stream):
@@ -178,8 +180,11 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
                 continue
             offsets[(msg.topic, msg.partition)] = msg.offset
             stage.feed(event.value)
-            for r in stage.take_rejects():
-                await dead_letter(event, r.reason, r.detail, f"{source}@{msg.offset}")
+            rejects = stage.take_rejects()
+            if rejects:  # the message's bytes once, with every reason its records got
+                reasons = Counter(r.reason for r in rejects)
+                await dead_letter(event, ",".join(sorted(reasons)), rejects[0].detail, f"{source}@{msg.offset}",
+                                  rejected=sum(reasons.values()))
             for e in stage.events():
                 await symptoms.send(key=b"stage", value=e.to_bytes())
             checkpoints.hold(key, event)
@@ -286,9 +291,8 @@ def run_worker(settings: WorkerSettings) -> None:
     """Create missing topics, then run until SIGTERM/SIGINT (blocking)."""
     from faust.worker import Worker
 
-    from streams.topics import ensure_topics
-
     from streams.logs import logging_config
+    from streams.topics import ensure_topics
 
     ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics())
     app = build_app(settings)

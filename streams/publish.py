@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 PROGRESS_EVERY_S = 0.5
 FLUSH_TIMEOUT_S = 120.0
+DEFAULT_BATCH = 200  # metrics of one host per message (about 200 KB of JSON)
+BATCH_BYTES = 256 * 1024  # ... and at most this much
+WINDOW_S = 1.0  # ... and at most this much of its event time
 MAX_MESSAGE_BYTES = 1_000_000  # under the broker's default max.message.bytes (1 MiB batches)
 
 
@@ -42,7 +45,8 @@ class Message(NamedTuple):
 
 @dataclass
 class PublishStats:
-    records: int = 0  # messages for the telemetry topic (unkeyed and failed ones included)
+    records: int = 0  # metrics for the telemetry topic (unkeyed and failed ones included)
+    messages: int = 0  # Kafka messages sent (a batch of one host's metrics is one)
     jobs: int = 0  # messages for the jobs topic (failed ones included)
     unkeyed: int = 0  # messages without a key (unreadable, or no host / job id)
     bytes: int = 0  # value bytes handed to the producer
@@ -51,7 +55,7 @@ class PublishStats:
 
     @property
     def rate(self) -> float:
-        """Messages per second, telemetry and jobs together."""
+        """Metrics and job snapshots sent per second."""
         return (self.records + self.jobs) / self.seconds if self.seconds > 0 else 0.0
 
 
@@ -163,23 +167,27 @@ def publish_files(
     jobs_topic: str = JOBS,
     speed: float | None = None,
     progress: Callable[[PublishStats], None] | None = None,
-    connect_timeout_s: float = 15.0,
+    connect_timeout_s: float = 15,
+    batch: int = DEFAULT_BATCH,
 ) -> PublishStats:
     """Send every metric of `files` (in the order given) to `topic`, keyed by host, after
     the jobs of `jobs_file`; pace event time at `speed` x real time when set.
 
-    Topics are not created here (see `ensure_topics`); a missing one is auto-created by
-    the broker with its default partition count, if the broker allows it. Kafka
-    timestamps are the send time, not the event time, so the broker's time-based
-    retention does not delete old recordings on arrival."""
+    Metrics of one host within one second of event time are sent together as
+    `{"metrics": [...]}` messages of up to `batch` metrics (contract section 1), as
+    Telegraf's batch format does: a stream processor pays per message, not per metric.
+    `batch=1` sends one metric a message."""
     paths = [Path(f) for f in files]
     for path in paths:
         if not path.is_file():
             raise ReplayError(f"{path}: no such telemetry file")
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
     bootstrap = parse_bootstrap(bootstrap)
     jobs = job_messages(Path(jobs_file), jobs_topic=jobs_topic) if jobs_file is not None else []
     sender = _Sender(bootstrap=bootstrap, jobs_topic=jobs_topic, connect_timeout_s=connect_timeout_s)
     stats = sender.stats
+    batches = _Batches(sender, size=batch)
     try:
         sender.send_all(jobs)
         sender.flush()  # placements first, so a worker knows the jobs when telemetry arrives
@@ -189,14 +197,16 @@ def publish_files(
             for n, line in enumerate(open_lines(path), 1):
                 messages = messages_of_line(line, topic=topic, jobs_topic=jobs_topic)
                 if pacer is not None:
+                    batches.send()  # what is due goes out before the pacer waits
                     _pace(pacer, messages)
-                sender.send_all(messages)
+                batches.add(messages)
                 if n & 255 == 0 and progress is not None:
                     now = time.monotonic()
                     if now - last_report >= PROGRESS_EVERY_S:
                         stats.seconds = now - sender.started
                         progress(stats)
                         last_report = now
+        batches.send()
         sender.flush()
     finally:
         sender.close()
@@ -204,9 +214,68 @@ def publish_files(
         progress(stats)
     if stats.failed:
         raise PublishError(
-            f"{stats.failed} of {stats.records + stats.jobs} messages were not acknowledged by "
+            f"{stats.failed} of {stats.messages} messages were not acknowledged by "
             f"{bootstrap}: {sender.first_error!r}", stats=stats)
     return stats
+
+
+class _Batches:
+    """Per-key batches of telemetry metrics; job and unkeyed messages pass straight on."""
+
+    def __init__(self, sender: "_Sender", *, size: int, total: int = 5000):
+        self.sender, self.size, self.total = sender, size, total
+        self.pending: dict[tuple[str, bytes], list[bytes]] = {}
+        self.nbytes: dict[tuple[str, bytes], int] = {}
+        self.count = 0
+        self.window_end = float("-inf")
+
+    def add(self, messages: list[Message]) -> None:
+        if self.size == 1:
+            self.sender.send_all(messages)
+            return
+        direct = []
+        for m in messages:
+            if m.key is None or m.topic == self.sender.jobs_topic:
+                direct.append(m)
+                continue
+            if m.timestamp is not None:
+                try:
+                    ts = seconds(m.timestamp)
+                except ValueError:
+                    ts = None
+                if ts is not None and ts >= self.window_end:
+                    # A batch holds at most one second of a host's event time, and all
+                    # batches go out when the file's time moves on: the partitions keep
+                    # (nearly) event-time order, which the workers' watermark relies on.
+                    self.send()
+                    self.window_end = ts // WINDOW_S * WINDOW_S + WINDOW_S
+            key = (m.topic, m.key)
+            if self.nbytes.get(key, 0) + len(m.value) > BATCH_BYTES and key in self.pending:
+                self._send_key(*key)  # keep every batch well under the message size limit
+            self.pending.setdefault(key, []).append(m.value)
+            self.nbytes[key] = self.nbytes.get(key, 0) + len(m.value) + 1
+            self.count += 1
+            if len(self.pending[key]) >= self.size:
+                self._send_key(*key)
+        if direct:
+            self.sender.send_all(direct)
+        if self.count >= self.total:
+            self.send()
+
+    def _send_key(self, topic: str, key: bytes) -> None:
+        values = self.pending.pop((topic, key))
+        self.nbytes.pop((topic, key), None)
+        self.count -= len(values)
+        if len(values) == 1 or sum(map(len, values)) + len(values) + 14 > MAX_MESSAGE_BYTES:
+            # One metric, or one too large to batch: alone, so only it can fail.
+            self.sender.send_all([Message(topic, key, v, None) for v in values])
+            return
+        value = b'{"metrics":[' + b",".join(values) + b"]}"
+        self.sender.send_all([Message(topic, key, value, None)], records=len(values))
+
+    def send(self) -> None:
+        for topic, key in list(self.pending):
+            self._send_key(topic, key)
 
 
 def _pace(pacer: Pacer, messages: list[Message]) -> None:
@@ -250,14 +319,16 @@ class _Sender:
             raise KafkaUnavailable(bootstrap, f"{type(exc).__name__}: {exc}") from exc
         self.started = time.monotonic()
 
-    def send_all(self, messages: Iterable[Message]) -> None:
+    def send_all(self, messages: Iterable[Message], *, records: int = 1) -> None:
+        """Send each message; a telemetry message counts as `records` metrics."""
         stats, send, failed, cache = self.stats, self.producer.send, self._failed, self._partitions
         too_large, jobs_topic = self._too_large, self.jobs_topic
         for topic, key, value, _ in messages:
+            stats.messages += 1
             if topic == jobs_topic:
                 stats.jobs += 1
             else:
-                stats.records += 1
+                stats.records += records
             if key is None:
                 partition = None
                 stats.unkeyed += 1

@@ -17,7 +17,8 @@ STATE = "fabric.state"  # worker checkpoints, compacted: the latest snapshot per
 DEFAULT_PARTITIONS = 4
 
 ALL_TOPICS = (TELEMETRY, JOBS, SYMPTOMS, INCIDENTS, DLQ, STATE)
-COMPACTED = {"cleanup.policy": "compact", "segment.ms": "60000", "min.cleanable.dirty.ratio": "0.1"}
+COMPACTED = {"cleanup.policy": "compact", "segment.ms": "60000", "min.cleanable.dirty.ratio": "0.1",
+             "max.message.bytes": str(16 * 1024 * 1024)}  # a large fabric's stage snapshot
 
 
 def pipeline_topics(prefix: str = "", partitions: int = DEFAULT_PARTITIONS) -> dict[str, int]:

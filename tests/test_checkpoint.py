@@ -85,8 +85,9 @@ def test_replayed_events_after_a_crash_are_dropped(material, uninterrupted):
 
 def test_snapshot_of_another_version_is_refused(material):
     import pickle
+    import zlib
 
     files, _ = material
     detect, _ = _stages(files)
     with pytest.raises(ValueError, match="snapshot version"):
-        detect.restore(pickle.dumps({"version": 999, "state": {}}))
+        detect.restore(zlib.compress(pickle.dumps({"version": 999, "state": {}})))

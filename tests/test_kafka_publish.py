@@ -108,7 +108,7 @@ def published(tmp_path_factory, kafka_bootstrap):
                          timeout_s=15) == [telemetry, jobs]
     files = [recorded, odd]
     stats = publish_files(files, bootstrap=bootstrap, topic=telemetry, jobs_topic=jobs,
-                          jobs_file=out / "jobs.jsonl")
+                          jobs_file=out / "jobs.jsonl", batch=1)  # one metric a message: checked one by one
     yield {
         "bootstrap": bootstrap, "stats": stats, "files": files, "jobs_file": out / "jobs.jsonl",
         "telemetry": telemetry, "jobs": jobs,
@@ -127,6 +127,33 @@ def _delete_topics(bootstrap: str, topics: list[str]) -> None:
         pass
     finally:
         admin.close()
+
+
+def test_batches_carry_one_hosts_metrics_in_order(published, tmp_path):
+    """The default: a message is a `{"metrics": [...]}` batch of one host's metrics."""
+    bootstrap = published["bootstrap"]
+    topic, jobs = f"test-batch-{uuid.uuid4().hex[:10]}", f"test-batch-jobs-{uuid.uuid4().hex[:10]}"
+    ensure_topics(bootstrap=bootstrap, topics={topic: PARTITIONS, jobs: PARTITIONS}, timeout_s=15)
+    try:
+        recorded = published["files"][0]
+        stats = publish_files([recorded], bootstrap=bootstrap, topic=topic, jobs_topic=jobs, batch=50)
+        got = consume_all(bootstrap, topic)
+    finally:
+        _delete_topics(bootstrap, [topic, jobs])
+    sent = [m for m in metrics_in(recorded) if not is_job(m)]
+    unpacked = []
+    for r in got:
+        doc = json.loads(r.value)
+        batch = doc["metrics"] if "metrics" in doc else [doc]
+        assert 1 <= len(batch) <= 50
+        assert {m["tags"]["host"] for m in batch} == {r.key.decode()}
+        unpacked.append((r.key, r.partition, r.offset, batch))
+    assert stats.records == len(sent) == sum(len(b) for *_, b in unpacked)
+    assert stats.messages < stats.records / 5  # it really batches
+    for host in {m["tags"]["host"] for m in sent}:  # a host's metrics keep their file order
+        in_file = [m for m in sent if m["tags"]["host"] == host]
+        in_topic = [m for k, _, _, b in sorted(unpacked, key=lambda x: (x[1], x[2])) if k == host.encode() for m in b]
+        assert in_topic == in_file
 
 
 def test_every_metric_is_one_message_except_job_placements(published):

@@ -71,11 +71,17 @@ def make_engine(url: str) -> Engine:
 
 def create_schema(engine: Engine) -> None:
     """Create the tables that do not exist yet (safe to call on every start)."""
-    try:
-        SQLModel.metadata.create_all(engine)
-    except SQLAlchemyError as exc:
-        shown = engine.url.render_as_string(hide_password=True)
-        raise StoreError(f"database URL {shown!r}: cannot create the schema: {exc}") from exc
+    for attempt in range(3):
+        try:
+            SQLModel.metadata.create_all(engine)
+            return
+        except SQLAlchemyError as exc:
+            # Two processes starting on a fresh database race between "does the table
+            # exist?" and "create it": the loser sees "already exists"; look again.
+            if "already exists" in str(exc) and attempt < 2:
+                continue
+            shown = engine.url.render_as_string(hide_password=True)
+            raise StoreError(f"database URL {shown!r}: cannot create the schema: {exc}") from exc
 
 
 def _parse(url: str) -> URL:

@@ -1,0 +1,488 @@
+"""Kafka throughput: records/s of the faust workers end to end vs. aiokafka consuming alone.
+
+    .venv/bin/python bench/kafka_throughput.py [--records 200000] [--bootstrap HOST:PORT]
+                                               [--out docs/benchmarks.md]
+
+Generates (once, cached under .cache/bench/) a pfc_storm scenario of at least --records
+telemetry records, starts a broker of its own (scripts/kafka-dev on free ports, a temporary
+state folder) unless --bootstrap is given, publishes the scenario to three fresh topic
+prefixes (raw, one worker, two workers) and measures, in one run:
+  raw       - an AIOKafkaConsumer (the client faust uses) reading the telemetry topic from
+              the beginning to its end offsets in getmany batches, no processing
+  1 worker  - one `cli.main worker` process: from the moment it answers /healthz until
+              /metrics fabric_rca_records_total reaches the records published and the
+              incident is in its SQLite store
+  2 workers - the same with two worker processes, measured from the moment both answer
+              /healthz plus 3 s for the consumer group to settle (the data is already in
+              the topic: measurement starts when consumption can start)
+It also samples fabric_rca_processing_delay_seconds every 0.5 s (the max is reported) and
+reads the incident's detection delay in event time (detected_at - opened_at) from the store.
+Every process it starts (broker, workers, the raw consumer) is stopped at the end.
+
+FABRIC_RCA_BENCH_PROFILE=DIR runs the one-worker process under cProfile and writes
+DIR/worker-one.prof (profiling slows the worker down: the figures of that run are not
+comparable).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.replay_throughput import write_section  # noqa: E402
+
+# Half of replay_throughput's fabric. With 16 leaves one telemetry partition's detect
+# snapshot (plain pickle, ~3 KB per series) passes 1 MB, faust's default producer
+# max_request_size, and the worker's detect agent crashes at every checkpoint unless
+# snapshots are compressed or the limit raised; here the largest partition's plain-pickle
+# snapshot is ~0.5 MB, so the bench runs either way.
+FABRIC = dict(spines=4, leaves=8, hosts_per_leaf=16, storage_hosts=4)
+RECORDS_PER_SECOND = 528  # of that fabric, measured: ports + queues, NICs, storage
+STALL_S = 60.0  # no record counted for this long: the worker is stuck (see its log)
+TARGET_RATE = 20_000
+TARGET_RATIO = 0.30
+SAMPLE_EVERY_S = 0.5
+SETTLE_S = 3.0
+
+
+# ------------------------------------------------------------------ the scenario
+
+
+def generate(records: int, cache: Path) -> Path:
+    """A pfc_storm scenario of >= `records` records, generated once. The fault's start and
+    length scale with a duration shorter than the nominal 300 s, so it stays inside."""
+    import sim
+
+    spec = sim.FabricSpec(**FABRIC)
+    duration = int(records / RECORDS_PER_SECOND * 1.02) + 5
+    out = cache / f"kafka-{records}"
+    truth_file = out / "truth.json"
+    if truth_file.exists():
+        cached = json.loads(truth_file.read_text())
+        if cached["records"] >= records and all(cached["fabric"][k] == v for k, v in FABRIC.items()):
+            return out
+    print(f"generating >= {records:,} records into {out} (once) ...", file=sys.stderr)
+    while True:
+        truth = sim.simulate(out=out, scenario="pfc_storm", seed=3, fabric=spec, duration=duration)
+        fault_inside = all(truth["start"] <= f["start"] and f["end"] <= truth["end"] for f in truth["faults"])
+        if truth["records"] >= records and fault_inside:
+            return out
+        duration = int(duration * max(1.0, records / truth["records"]) * 1.05) + 10
+
+
+# ------------------------------------------------------------------ processes
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    """scripts/kafka-dev on free ports with a state folder of its own."""
+
+    def __init__(self, state_dir: Path):
+        self.env = dict(os.environ, KAFKA_PORT=str(_free_port()), KAFKA_CONTROLLER_PORT=str(_free_port()),
+                        KAFKA_STATE_DIR=str(state_dir))
+        self.script = str(ROOT / "scripts" / "kafka-dev")
+
+    def _run(self, verb: str) -> str:
+        out = subprocess.run([self.script, verb], env=self.env, capture_output=True, text=True, timeout=240)
+        if out.returncode != 0:
+            raise RuntimeError(f"scripts/kafka-dev {verb} failed:\n{out.stdout}{out.stderr}")
+        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+    def start(self) -> str:
+        return self._run("start")
+
+    def stop(self) -> None:
+        self._run("stop")  # a no-op ("not running") when it never started
+
+
+class Worker:
+    """One `cli.main worker` process on a topic prefix, with its /healthz and /metrics."""
+
+    def __init__(self, name: str, *, bootstrap: str, folder: Path, prefix: str, db: Path, tmp: Path,
+                 profile: Path | None = None):
+        import httpx
+
+        self.name = name
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / f"{name}.log"
+        self.http = httpx.Client(timeout=5)
+        python = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else [])
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            python + ["-m", "cli.main", "worker", "--bootstrap", bootstrap, "--db", str(db),
+                      "--topology", str(folder / "topology.dot"), "--jobs", str(folder / "jobs.jsonl"),
+                      "--topic-prefix", prefix, "--metrics-port", str(self.port), "--data-dir", str(tmp / name)],
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def healthy(self) -> bool:
+        import httpx
+
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"worker {self.name} exited with {self.proc.returncode}:\n{self.tail()}")
+        try:
+            return self.http.get(self.base + "/healthz", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def metrics(self) -> dict[str, float]:
+        text = self.http.get(self.base + "/metrics").text
+        return {name: float(v) for name, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                               if line and not line.startswith("#"))}
+
+    def tail(self) -> str:
+        try:
+            return self.log_path.read_text()[-3000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        """SIGTERM (faust shuts down cleanly; cProfile writes its file), then SIGKILL."""
+        try:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(timeout=10)
+        finally:
+            self.http.close()
+            self._log.close()
+
+
+# ------------------------------------------------------------------ measurements
+
+
+async def _consume_all(bootstrap: str, topic: str) -> dict:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        # partitions_for_topic only knows subscribed topics: ask the cluster's metadata instead
+        cluster = await consumer._client.fetch_all_metadata()
+        tps = [TopicPartition(topic, p) for p in sorted(cluster.partitions_for_topic(topic) or ())]
+        if not tps:
+            raise RuntimeError(f"topic {topic} has no partitions")
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = {tp: off for tp, off in (await consumer.end_offsets(tps)).items()}
+        remaining = {tp for tp in tps if end[tp] > 0}
+        n = nbytes = 0
+        t0 = time.perf_counter()
+        while remaining:
+            batches = await consumer.getmany(*remaining, timeout_ms=1000)
+            for tp, msgs in batches.items():
+                n += len(msgs)  # Kafka messages: one metric, or one host's batch of metrics
+                nbytes += sum(len(m.value) for m in msgs)
+                if msgs[-1].offset + 1 >= end[tp]:
+                    remaining.discard(tp)
+        return {"messages": n, "seconds": time.perf_counter() - t0, "bytes": nbytes}
+    finally:
+        await consumer.stop()
+
+
+def measure_raw(bootstrap: str, topic: str, *, records: int, messages: int) -> dict:
+    """aiokafka alone, in a fresh process (as the workers are). It reads messages without
+    decoding them, so its records are the ones published in those messages."""
+    out = subprocess.run([sys.executable, __file__, "--child-raw", bootstrap, topic], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"the raw consumer failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    if r["messages"] != messages:
+        raise RuntimeError(f"the raw consumer read {r['messages']:,} messages of {topic}, {messages:,} were published")
+    r["records"] = records
+    r["rate"] = records / r["seconds"]
+    return r
+
+
+def _stored(db: Path) -> list[dict]:
+    from sqlmodel import Session
+
+    from api.store.db import make_engine
+    from api.store.repository import list_incidents
+
+    if not db.exists():
+        return []
+    engine = make_engine(f"sqlite:///{db}")
+    try:
+        with Session(engine) as session:
+            return list_incidents(session, limit=None)
+    except Exception:  # noqa: BLE001 - the worker creates the schema: not there yet
+        return []
+    finally:
+        engine.dispose()
+
+
+def _ts(text: str | None) -> float | None:
+    return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _found(incidents: list[dict], cause: str) -> dict | None:
+    for inc in incidents:
+        if any(rc["cause"] == cause for rc in inc["root_causes"]):
+            return inc
+    return None
+
+
+def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, published: int, cause: str,
+                    tmp: Path, timeout_s: float) -> dict:
+    profile_dir = os.environ.get("FABRIC_RCA_BENCH_PROFILE")
+    label = "one" if n == 1 else "two"
+    db = tmp / f"{label}.db"
+    workers: list[Worker] = []
+    # The schema first: workers started together on a fresh SQLite file race on CREATE TABLE
+    # (the loser exits with "table ... already exists").
+    from api.store.db import create_schema, make_engine
+
+    engine = make_engine(f"sqlite:///{db}")
+    create_schema(engine)
+    engine.dispose()
+    try:
+        for i in range(n):
+            profile = Path(profile_dir) / f"worker-{label}.prof" if profile_dir and n == 1 else None
+            if profile:
+                profile.parent.mkdir(parents=True, exist_ok=True)
+            workers.append(Worker(f"{label}-{i}", bootstrap=bootstrap, folder=folder, prefix=prefix, db=db,
+                                  tmp=tmp, profile=profile))
+        deadline = time.monotonic() + 90
+        waiting = list(workers)
+        while waiting:
+            if time.monotonic() > deadline:
+                raise RuntimeError("workers did not answer /healthz within 90 s:\n"
+                                   + "\n".join(w.tail() for w in waiting))
+            waiting = [w for w in waiting if not w.healthy()]
+            if waiting:
+                time.sleep(0.1)
+        if n > 1:
+            time.sleep(SETTLE_S)
+        t0 = time.perf_counter()
+        at_start = sum(w.metrics()["fabric_rca_records_total"] for w in workers)
+        max_delay, samples, counted, incident = 0.0, 0, at_start, None
+        next_sample = moved = t0
+        while True:
+            now = time.perf_counter()
+            if now - t0 > timeout_s or now - moved > STALL_S:
+                why = f"after {timeout_s:.0f} s" if now - t0 > timeout_s else f"no progress for {STALL_S:.0f} s"
+                raise RuntimeError(f"{n} worker(s): {counted:,.0f} of {published:,} records and incident "
+                                   f"{'found' if incident else 'not found'} {why}:\n"
+                                   + "\n".join(w.tail() for w in workers))
+            ms = [w.metrics() for w in workers]
+            before, counted = counted, sum(m["fabric_rca_records_total"] for m in ms)
+            if counted != before:
+                moved = now
+            max_delay = max([max_delay] + [m["fabric_rca_processing_delay_seconds"] for m in ms])
+            samples += 1
+            if incident is None:
+                incident = _found(_stored(db), cause)
+            if counted >= published and incident is not None:
+                seconds = time.perf_counter() - t0
+                break
+            next_sample += SAMPLE_EVERY_S
+            time.sleep(max(0.0, next_sample - time.perf_counter()))
+        incident = _found(_stored(db), cause) or incident  # its latest version
+        rejects: dict[str, int] = {}
+        for m in (w.metrics() for w in workers):
+            for name, v in m.items():
+                if name.startswith('fabric_rca_rejects_total{reason="') and v:
+                    reason = name.split('"')[1]
+                    rejects[reason] = rejects.get(reason, 0) + int(v)
+            rejects["(dead-lettered)"] = rejects.get("(dead-lettered)", 0) + int(m["fabric_rca_dead_lettered_total"])
+            rejects["(duplicates)"] = rejects.get("(duplicates)", 0) + int(m["fabric_rca_duplicates_total"])
+        health = [w.http.get(w.base + "/healthz").json() for w in workers]
+        return {
+            "records": published, "counted": int(counted), "counted_at_start": int(at_start),
+            "seconds": seconds, "rate": published / seconds,
+            "max_delay_s": max_delay, "samples": samples,
+            "detection_delay_s": _ts(incident["detected_at"]) - _ts(incident["opened_at"]),
+            "incident": incident["id"], "top_cause": incident["root_causes"][0]["cause"],
+            "top_entity": incident["root_causes"][0]["entity"]["id"],
+            "stages": [sorted(h["stages"]) for h in health], "rejects": rejects,
+        }
+    finally:
+        for w in workers:
+            try:
+                w.stop()
+            except Exception as exc:  # noqa: BLE001 - stop the others regardless
+                print(f"could not stop worker {w.name}: {exc}", file=sys.stderr)
+
+
+def _delete_topics(bootstrap: str, stem: str) -> None:
+    """Best effort, on a broker that is not ours: the run's topics (faust's internal ones too)."""
+    from streams.topics import admin_client
+
+    admin = admin_client(bootstrap=bootstrap)
+    try:
+        mine = [t for t in admin.list_topics() if t.startswith(stem)]
+        if mine:
+            admin.delete_topics(mine)
+    finally:
+        admin.close()
+
+
+# ------------------------------------------------------------------ main
+
+
+def _messages(stats) -> int:
+    """Telemetry messages published (a batch of metrics is one; older publishers sent one
+    metric a message and did not count messages)."""
+    return getattr(stats, "messages", stats.records + stats.jobs) - stats.jobs
+
+
+def _counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in d.items()) or "none"
+
+
+def _on_sigterm(signum, frame):  # so that `finally` blocks stop what we started
+    raise SystemExit(128 + signum)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--bootstrap", metavar="HOST:PORT", help="use this broker instead of starting one")
+    ap.add_argument("--cache", type=Path, default=ROOT / ".cache" / "bench")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for one measured run")
+    ap.add_argument("--child-raw", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child_raw:
+        import asyncio
+
+        print(json.dumps(asyncio.run(_consume_all(*args.child_raw))))
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+    from streams.publish import publish_files
+    from streams.topics import ensure_topics, pipeline_topics
+
+    started = time.perf_counter()
+    folder = generate(args.records, args.cache)
+    truth = json.loads((folder / "truth.json").read_text())
+    cause = truth["faults"][0]["cause"]
+    stem = f"bench{uuid.uuid4().hex[:6]}."
+    prefixes = {name: f"{stem}{name}." for name in ("raw", "one", "two")}
+    published: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        broker = None if args.bootstrap else Broker(tmp / "broker")
+        try:
+            if broker is not None:
+                print("starting a broker (scripts/kafka-dev) ...", file=sys.stderr)
+            bootstrap = args.bootstrap or broker.start()
+            for name, prefix in prefixes.items():
+                ensure_topics(bootstrap=bootstrap, topics=pipeline_topics(prefix))
+            for name, prefix in prefixes.items():
+                print(f"publishing {folder.name} to {prefix}* ...", file=sys.stderr)
+                published[name] = publish_files([folder / "telemetry.jsonl.gz"], bootstrap=bootstrap,
+                                                topic=prefix + "fabric.telemetry", jobs_topic=prefix + "fabric.jobs")
+            records = published["raw"].records
+            print("raw aiokafka consumer ...", file=sys.stderr)
+            raw = measure_raw(bootstrap, prefixes["raw"] + "fabric.telemetry", records=records,
+                              messages=_messages(published["raw"]))
+            print("one worker ...", file=sys.stderr)
+            one = measure_workers(1, bootstrap=bootstrap, folder=folder, prefix=prefixes["one"], cause=cause,
+                                  published=published["one"].records, tmp=tmp, timeout_s=args.timeout)
+            print("two workers ...", file=sys.stderr)
+            two = measure_workers(2, bootstrap=bootstrap, folder=folder, prefix=prefixes["two"], cause=cause,
+                                  published=published["two"].records, tmp=tmp, timeout_s=args.timeout)
+        finally:
+            if broker is not None:
+                try:
+                    broker.stop()
+                except Exception as exc:  # noqa: BLE001
+                    print(f"could not stop the broker: {exc}", file=sys.stderr)
+            elif args.bootstrap:
+                try:
+                    _delete_topics(args.bootstrap, stem)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"could not delete topics {stem}*: {exc}", file=sys.stderr)
+    total_s = time.perf_counter() - started
+
+    pub = list(published.values())
+    pub_rate = sum(p.records + p.jobs for p in pub) / sum(p.seconds for p in pub)
+    ratio1 = one["rate"] / raw["rate"]
+    rows = [
+        ("raw (aiokafka getmany, no processing)", raw),
+        ("1 worker (end to end)", one),
+        ("2 workers (end to end)", two),
+    ]
+    head = ["| run | records | Kafka messages | seconds | records/s | ratio to raw |", "|---|---|---|---|---|---|"]
+    table = [f"| {label} | {r['records']:,} | {_messages(published[key]):,} | "
+             f"{r['seconds']:.{2 if r['seconds'] < 10 else 1}f} | {r['rate']:,.0f} | {r['rate'] / raw['rate']:.2f} |"
+             for (label, r), key in zip(rows, ("raw", "one", "two"))]
+    verdict = [
+        f"- one worker >= {TARGET_RATE:,} records/s end to end: {one['rate']:,.0f} -> "
+        f"**{'PASS' if one['rate'] >= TARGET_RATE else 'MISS'}**",
+        f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate: {ratio1:.0%} -> "
+        f"**{'PASS' if ratio1 >= TARGET_RATIO else 'MISS'}**",
+    ]
+    details = [
+        f"- publish (`publish_files` with its defaults, kafka-python, acks=all): {pub_rate:,.0f} records/s "
+        f"({', '.join(f'{p.seconds:.1f} s' for p in pub)} for the three prefixes)",
+        f"- raw consume: {raw['bytes'] / raw['seconds'] / 2**20:,.1f} MiB/s of values",
+        f"- max `fabric_rca_processing_delay_seconds` (sampled every {SAMPLE_EVERY_S} s): "
+        f"1 worker {one['max_delay_s']:.1f} s, 2 workers {two['max_delay_s']:.1f} s",
+        f"- detection delay in event time (detected_at - opened_at of the stored incident): "
+        f"1 worker {one['detection_delay_s']:.1f} s, 2 workers {two['detection_delay_s']:.1f} s; "
+        f"top root cause {one['top_cause']} {one['top_entity']} (truth: {cause} {truth['faults'][0]['entity']['id']})",
+        f"- records already counted when the clock started: 1 worker {one['counted_at_start']:,}, "
+        f"2 workers {two['counted_at_start']:,} (2 workers: consumption starts while the group settles)",
+        f"- rejected by the workers (by reason; then dead-lettered messages, duplicates): "
+        f"1 worker {_counts(one['rejects'])}; 2 workers {_counts(two['rejects'])}",
+        f"- 2 workers' stages: {' / '.join(', '.join(x.replace(prefixes['two'], '') for x in s) for s in two['stages'])}",
+    ]
+    print("\n".join(head + table))
+    print()
+    print("\n".join(verdict + details).replace("**", ""))
+    print(f"\nwhole run: {total_s:.0f} s", file=sys.stderr)
+
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    section = "\n".join([
+        "## Kafka throughput (`bench/kafka_throughput.py`)",
+        "",
+        f"Run {stamp} on {platform.machine()} ({os.cpu_count()} cores), Python {platform.python_version()}, "
+        f"{'a single-node Kafka broker started by the bench (scripts/kafka-dev)' if broker else 'the broker at ' + args.bootstrap}. "
+        f"Scenario {folder.name}: pfc_storm on {FABRIC['spines']} spines, {FABRIC['leaves']} leaves x "
+        f"{FABRIC['hosts_per_leaf']} hosts, {FABRIC['storage_hosts']} storage hosts ({truth['duration_s']:.0f} s of "
+        f"event time, {records:,} telemetry records), published with `publish_files` to three fresh topic prefixes "
+        f"(4 telemetry partitions each; the fabric is half of the replay benchmark's, see FABRIC in the script). The broker, the publisher and the workers share this "
+        f"{os.cpu_count()}-core machine, so the figures are lower than on separate hosts; ratios within one run are "
+        f"the meaningful part. Worker runs are timed from /healthz (2 workers: +{SETTLE_S:.0f} s for the group to "
+        f"settle) until `fabric_rca_records_total` reaches the records published and the incident is in the store. "
+        f"Target: one worker >= {TARGET_RATE:,} records/s end to end and >= {TARGET_RATIO:.0%} of the raw consume rate.",
+        "",
+        *head, *table,
+        "",
+        *verdict,
+        *details,
+        "",
+    ])
+    write_section(args.out, "## Kafka throughput", section)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
