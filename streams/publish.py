@@ -32,7 +32,7 @@ PROGRESS_EVERY_S = 0.5
 FLUSH_TIMEOUT_S = 120.0
 DEFAULT_BATCH = 200  # metrics of one host per message (about 200 KB of JSON)
 BATCH_BYTES = 256 * 1024  # ... and at most this much
-WINDOW_S = 1.0  # ... and at most this much of its event time
+WINDOW_S = 3.0  # ... and at most this much of its event time (under the workers' 5 s lateness)
 MAX_MESSAGE_BYTES = 1_000_000  # under the broker's default max.message.bytes (1 MiB batches)
 
 
@@ -173,7 +173,7 @@ def publish_files(
     """Send every metric of `files` (in the order given) to `topic`, keyed by host, after
     the jobs of `jobs_file`; pace event time at `speed` x real time when set.
 
-    Metrics of one host within one second of event time are sent together as
+    Metrics of one host within WINDOW_S of event time are sent together as
     `{"metrics": [...]}` messages of up to `batch` metrics (contract section 1), as
     Telegraf's batch format does: a stream processor pays per message, not per metric.
     `batch=1` sends one metric a message."""

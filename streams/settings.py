@@ -21,7 +21,7 @@ class WorkerSettings:
     incidents_topic: str = INCIDENTS
     dlq_topic: str = DLQ
     state_topic: str = STATE
-    checkpoint_every_s: float = 1.0  # wall time between snapshots of a busy stage
+    checkpoint_every_s: float = 2.0  # wall time between snapshots of a busy stage
     session_timeout_s: float = 10.0  # a silent group member is replaced after this long
     partitions: int = 4
     web_port: int = 9108
