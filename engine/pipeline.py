@@ -63,6 +63,15 @@ class Stats:
         }
 
 
+def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
+    """A job_placement record as the event stage 2 applies, or the reason it cannot be."""
+    try:
+        job = job_from_placement(tags=m.tags, fields=m.fields, ts=m.ts)
+    except JobError as exc:
+        return Reject("bad_job", str(exc), m.series)
+    return StageEvent(JOB, tick, source, job=job)
+
+
 class DetectStage:
     """Stage 1. Feed lines (or parsed metrics); take events and rejects."""
 
@@ -122,14 +131,13 @@ class DetectStage:
             detector.process(m)
 
     def _job(self, m: Metric) -> None:
-        try:
-            job = job_from_placement(tags=m.tags, fields=m.fields, ts=m.ts)
-        except JobError as exc:
-            self.stats.rejects["bad_job"] += 1
-            self.rejected.append(Reject("bad_job", str(exc), m.series))
-            return
         tick = self._next_tick if self._next_tick is not None else m.ts
-        self._events.append(StageEvent(JOB, tick, self.source, job=job))
+        result = job_event(m, tick=tick, source=self.source)
+        if isinstance(result, Reject):
+            self.stats.rejects[result.reason] += 1
+            self.rejected.append(result)
+        else:
+            self._events.append(result)
 
     def _tick(self, now: float) -> None:
         self.detector.advance(now)

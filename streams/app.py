@@ -24,10 +24,10 @@ import orjson
 from faust.types import TP
 
 from api.store.sink import StoreSink
-from engine.events import JOB, StageEvent
-from engine.jobs import JobBook, JobError, job_from_placement, load_jobs
+from engine.events import StageEvent
+from engine.jobs import JobBook, load_jobs
 from engine.normalize import parse_line
-from engine.pipeline import CorrelateStage, DetectStage, EngineConfig
+from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, job_event
 from engine.topology import load_topology
 from rules.loader import load_rules
 from streams import state
@@ -196,12 +196,11 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
         async for event in stream.events():
             metrics, rejects = parse_line(event.value)
             for m in metrics:
-                try:
-                    job = job_from_placement(tags=m.tags, fields=m.fields, ts=m.ts)
-                except JobError as exc:
-                    await dead_letter(event, "bad_job", str(exc))
-                    continue
-                await symptoms.send(key=b"stage", value=StageEvent(JOB, m.ts, "jobs", job=job).to_bytes())
+                result = job_event(m, tick=m.ts, source="jobs")
+                if isinstance(result, StageEvent):
+                    await symptoms.send(key=b"stage", value=result.to_bytes())
+                else:
+                    rejects.append(result)
             for r in rejects:
                 await dead_letter(event, r.reason, r.detail)
 
