@@ -44,11 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.replay_throughput import write_section  # noqa: E402
 
-# Half of replay_throughput's fabric. With 16 leaves one telemetry partition's detect
-# snapshot (plain pickle, ~3 KB per series) passes 1 MB, faust's default producer
-# max_request_size, and the worker's detect agent crashes at every checkpoint unless
-# snapshots are compressed or the limit raised; here the largest partition's plain-pickle
-# snapshot is ~0.5 MB, so the bench runs either way.
+# Half of replay_throughput's fabric, so one run stays near two minutes on 2 cores.
+# (Snapshots are compressed and may reach 16 MiB, so larger fabrics checkpoint too.)
 FABRIC = dict(spines=4, leaves=8, hosts_per_leaf=16, storage_hosts=4)
 RECORDS_PER_SECOND = 528  # of that fabric, measured: ports + queues, NICs, storage
 STALL_S = 60.0  # no record counted for this long: the worker is stuck (see its log)
