@@ -82,6 +82,9 @@ def cmd_worker(args) -> int:
     from streams.topics import parse_bootstrap
 
     env = os.environ
+    if args.models or env.get("FABRIC_RCA_MODELS"):
+        raise CliError("anomaly models are not available in this version yet; run without --models "
+                       "(the engine diagnoses with its rules)")
     bootstrap = args.bootstrap or env.get("FABRIC_RCA_BOOTSTRAP")
     topology = args.topology or env.get("FABRIC_RCA_TOPOLOGY")
     if not bootstrap or not topology:
@@ -285,7 +288,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--topology", help="topology file (or FABRIC_RCA_TOPOLOGY)")
     w.add_argument("--jobs", help="job file to preload (or FABRIC_RCA_JOBS); jobs also arrive on fabric.jobs")
     w.add_argument("--rules", type=Path, action="append")
-    w.add_argument("--models", type=Path, help="anomaly models folder (not used yet: rules only)")
+    w.add_argument("--models", type=Path, help="anomaly models folder (not available yet: the engine runs on rules)")
     w.add_argument("--topic-prefix", default="", help="prefix every topic and the consumer group (tests, shared brokers)")
     w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
     w.add_argument("--metrics-bind", default="127.0.0.1")
