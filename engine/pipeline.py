@@ -299,10 +299,6 @@ class Pipeline:
         self.detect.feed(line)
         self._pump()
 
-    def feed_metrics(self, metrics: list[Metric], rejects: list[Reject]) -> None:
-        self.detect.feed_metrics(metrics, rejects)
-        self._pump()
-
     def _pump(self) -> None:
         events = self.detect.events()
         if events:

@@ -23,6 +23,15 @@ class ReplayError(ValueError):
     pass
 
 
+def check_files(files: list[Path]) -> list[Path]:
+    """All telemetry files exist, before any work starts; ReplayError names the first missing."""
+    paths = [Path(f) for f in files]
+    for path in paths:
+        if not path.is_file():
+            raise ReplayError(f"{path}: no such telemetry file")
+    return paths
+
+
 def open_lines(path: Path) -> Iterator[bytes]:
     """Lines of a recorded file; gzip is recognised by its magic bytes, not its name."""
     path = Path(path)
@@ -88,9 +97,7 @@ def replay(
     batch: int = 2000,
 ) -> Stats:
     """Feed every line of `files` (in the order given) and flush incident changes to `sink`."""
-    for path in files:
-        if not Path(path).is_file():
-            raise ReplayError(f"{path}: no such telemetry file")
+    files = check_files(files)
     pacer = Pacer(speed)
     writer = RejectWriter(rejects_path)
     pending: dict[str, dict] = {}

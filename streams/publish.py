@@ -22,7 +22,7 @@ from orjson import dumps, loads
 
 from engine.jobs import load_jobs
 from engine.normalize import seconds
-from engine.replay import Pacer, ReplayError, open_lines
+from engine.replay import Pacer, check_files, open_lines
 from engine.types import Job
 from streams.topics import JOBS, TELEMETRY, KafkaUnavailable, parse_bootstrap
 
@@ -177,10 +177,7 @@ def publish_files(
     `{"metrics": [...]}` messages of up to `batch` metrics (contract section 1), as
     Telegraf's batch format does: a stream processor pays per message, not per metric.
     `batch=1` sends one metric a message."""
-    paths = [Path(f) for f in files]
-    for path in paths:
-        if not path.is_file():
-            raise ReplayError(f"{path}: no such telemetry file")
+    paths = check_files(files)
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     bootstrap = parse_bootstrap(bootstrap)
