@@ -58,11 +58,17 @@ class Detector:
     _templates: dict[str, list] = field(default_factory=dict)
     _checks: dict[str, Callable[[dict], list[Rule]]] = field(default_factory=dict)
     _out: list[Symptom] = field(default_factory=list)
+    # Anomaly models (models.scorer.ModelScorer): fed the same features, ticked with the rules.
+    models: object | None = None
+    _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
-        self.extractor = FeatureExtractor(
-            {m: plan(m, self.rules.features_needed(m)) for m in self.rules.by_measurement}
-        )
+        wanted = {m: set(self.rules.features_needed(m)) for m in self.rules.by_measurement}
+        if self.models is not None:
+            self._modelled = frozenset(m for m in MEASUREMENTS if self.models.models.features_needed(m))
+            for m in self._modelled:
+                wanted.setdefault(m, set()).update(self.models.models.features_needed(m))
+        self.extractor = FeatureExtractor({m: plan(m, frozenset(f)) for m, f in wanted.items()})
         self._checks = {m: compile_rules(rules) for m, rules in self.rules.by_measurement.items()}
         for r in self.rules.rules:
             self._rules_of[r.id] = r
@@ -80,13 +86,17 @@ class Detector:
             sym.end = ts
             self._out.append(sym)
         check = self._checks.get(metric.name)
-        if check is None:
+        modelled = metric.name in self._modelled
+        if check is None and not modelled:
             return
         feats = self.extractor.extract(metric)
         if not feats:
             return
-        for rule in check(feats):
-            self._hit(rule, metric, feats)
+        if modelled:
+            self.models.observe(metric.name, metric.series, metric.tags, ts, feats)
+        if check is not None:
+            for rule in check(feats):
+                self._hit(rule, metric, feats)
 
     def _hit(self, rule: Rule, metric: Metric, feats: dict) -> None:
         eid = self._entity(rule, metric)
@@ -160,6 +170,9 @@ class Detector:
         for sym in self.silent.values():
             sym.last = now
             sym.metrics["silent_s"] = now - sym.start
+        if self.models is not None:
+            self.models.advance(now)
+            self._out.extend(self.models.drain())
 
     def drain(self) -> list[Symptom]:
         """Symptoms that started or ended since the last drain, in order of occurrence."""
@@ -176,3 +189,6 @@ class Detector:
             sym.end = sym.last
             self._out.append(sym)
         self.silent.clear()
+        if self.models is not None:
+            self.models.finish()
+            self._out.extend(self.models.drain())

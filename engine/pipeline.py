@@ -13,6 +13,7 @@ import pickle
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.correlate import CorrelationConfig, Correlator
 from engine.detect import Detector
@@ -23,7 +24,13 @@ from engine.normalize import parse_line
 from engine.order import Reorderer
 from engine.topology import Topology
 from engine.types import Metric, Reject
+from models.scorer import RULE_PREFIX as MODEL_RULE
+from models.scorer import ModelScorer
+from models.scorer import opens_incident as model_opens
 from rules.schema import RuleSet
+
+if TYPE_CHECKING:
+    from models.store import ModelSet
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class EngineConfig:
     lateness_s: float = 5.0  # how late a record may arrive and still be placed in order
     tick_s: float = 1.0  # event-time step of detection and correlation timers
     correlation: CorrelationConfig = CorrelationConfig()
+    learn_rate: float = 0.0  # anomaly models: online learning step (0: baselines stay as trained)
 
 
 @dataclass
@@ -76,12 +84,13 @@ class DetectStage:
     """Stage 1. Feed lines (or parsed metrics); take events and rejects."""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
-                 source: str = "", stats: Stats | None = None):
+                 source: str = "", stats: Stats | None = None, models: ModelSet | None = None):
         self.config = config
         self.source = source
         self.stats = stats or Stats()
         self.reorder = Reorderer(lateness_s=config.lateness_s)
-        self.detector = Detector(rules, roles)
+        scorer = ModelScorer(models, learn_rate=config.learn_rate) if models is not None else None
+        self.detector = Detector(rules, roles, models=scorer)
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
         self._next_tick: float | None = None
@@ -172,6 +181,7 @@ class DetectStage:
     # --- checkpoints -------------------------------------------------------------------
     _STATE = ("stats", "reorder", "_unknown_fields", "_next_tick", "_events", "rejected")
     _DETECTOR = ("active", "hits", "last_seen", "silent", "clock", "unresolved_entities")
+    _SCORER = ("cutter", "streaks", "active", "online", "windows", "anomalies", "_out")
 
     def snapshot(self) -> bytes:
         """All state, so a restarted worker continues exactly where this one was. Rules,
@@ -181,6 +191,8 @@ class DetectStage:
             "stage": {k: getattr(self, k) for k in self._STATE},
             "detector": {k: getattr(d, k) for k in self._DETECTOR},
             "series": d.extractor.series, "resets": d.extractor.counter_resets,
+            # The models' run-time state; the trained models come from the worker's --models.
+            "scorer": {k: getattr(d.models, k) for k in self._SCORER} if d.models is not None else None,
         })
 
     def restore(self, data: bytes) -> None:
@@ -191,6 +203,10 @@ class DetectStage:
             setattr(self.detector, k, v)
         self.detector.extractor.series = state["series"]
         self.detector.extractor.counter_resets = state["resets"]
+        scorer = state.get("scorer")
+        if self.detector.models is not None and scorer is not None:
+            for k, v in scorer.items():
+                setattr(self.detector.models, k, v)
 
 
 SNAPSHOT_VERSION = 1
@@ -219,7 +235,10 @@ class CorrelateStage:
 
     def __init__(self, *, topology: Topology, rules: RuleSet, jobs: JobBook | None = None,
                  config: EngineConfig = EngineConfig()):
-        self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=rules.opens_incident,
+        def opens(rule: str) -> bool:
+            return model_opens(rule) if rule.startswith(MODEL_RULE) else rules.opens_incident(rule)
+
+        self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
                                      config=config.correlation)
         self._pending: list[StageEvent] = []
         self._ticks: dict[str, float] = {}  # source -> its latest tick
@@ -285,9 +304,9 @@ class Pipeline:
     """Both stages in one process: what `replay` and `evaluate` run."""
 
     def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
-                 config: EngineConfig = EngineConfig()):
+                 config: EngineConfig = EngineConfig(), models: ModelSet | None = None):
         roles = {d: topology.role(d) for d in topology.devices()}
-        self.detect = DetectStage(rules=rules, roles=roles, config=config)
+        self.detect = DetectStage(rules=rules, roles=roles, config=config, models=models)
         self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config)
         self.stats = self.detect.stats
 

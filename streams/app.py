@@ -117,6 +117,10 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     """The worker app. `read_snapshots` (key -> (offset, snapshot)) defaults to reading the
     state topic; broker-free tests pass their own."""
     rules = load_rules(list(settings.rule_files) or None)
+    models = None
+    if settings.models_dir is not None:
+        from models.store import load as load_models  # scikit-learn only when models are used
+        models = load_models(settings.models_dir)
     topology = load_topology(settings.topology)
     roles = {d: topology.role(d) for d in topology.devices()}
     sink = StoreSink(settings.db_url, topology=topology.to_dict())
@@ -175,7 +179,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
             source = f"{msg.topic}:{msg.partition}"
             key = "detect:" + source
             stage = await checkpoints.stage(key, lambda: DetectStage(rules=rules, roles=roles, config=config,
-                                                                      source=source))
+                                                                      source=source, models=models))
             if checkpoints.seen(key, event):
                 continue
             offsets[(msg.topic, msg.partition)] = msg.offset
@@ -294,6 +298,6 @@ def run_worker(settings: WorkerSettings) -> None:
     from streams.topics import ensure_topics
 
     ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics())
-    app = build_app(settings)
+    app = build_app(settings, config=EngineConfig(learn_rate=settings.learn_rate))
     Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False,
            logging_config=logging_config(level=settings.loglevel, fmt=settings.log_format)).execute_from_commandline()

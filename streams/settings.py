@@ -14,6 +14,8 @@ class WorkerSettings:
     topology: Path
     jobs_file: Path | None = None
     rule_files: tuple[Path, ...] = ()
+    models_dir: Path | None = None  # anomaly models from `fabric-rca train`; None: rules only
+    learn_rate: float = 0.0  # with models: online learning of entity baselines (0: as trained)
     app_id: str = "fabric-rca"
     telemetry_topics: tuple[str, ...] = (TELEMETRY,)
     jobs_topic: str = JOBS

@@ -113,11 +113,11 @@ def run_agent(settings: WorkerSettings, name: str, messages: Iterable[tuple[byte
     return asyncio.run(go())
 
 
-def detect_stage_events(settings: WorkerSettings, lines: list[bytes]) -> list[StageEvent]:
+def detect_stage_events(settings: WorkerSettings, lines: list[bytes], models=None) -> list[StageEvent]:
     """What the pure stage 1 emits for `lines`, as the detect agent's partition-0 stage would."""
     topology = load_topology(settings.topology)
     stage = DetectStage(rules=load_rules(None), roles={d: topology.role(d) for d in topology.devices()},
-                        source=SOURCE)
+                        source=SOURCE, models=models)
     events: list[StageEvent] = []
     for line in lines:
         stage.feed(line)
@@ -171,6 +171,27 @@ def test_detect_turns_scenario_telemetry_into_stage_events(settings, sent, telem
 
     # A thin adapter: exactly what stage 1 emits for the same lines.
     assert events == detect_stage_events(settings, [v for _, v in messages])
+
+
+def test_detect_scores_with_the_workers_anomaly_models(settings, sent, telemetry, tmp_path):
+    import dataclasses
+
+    import sim
+    from models.store import load, save
+    from models.train import train
+
+    clean = tmp_path / "clean"
+    sim.simulate(out=clean, scenario="clean", seed=11, duration=300)
+    models, training = train([clean / "telemetry.jsonl.gz"], seed=1)
+    save(models, tmp_path / "models", training=training)
+    settings = dataclasses.replace(settings, models_dir=tmp_path / "models")
+    messages = [(m.key, m.value) for line in telemetry for m in messages_of_line(line)]
+
+    run_agent(settings, "detect", messages)
+
+    events = [StageEvent.from_bytes(m.value) for m in sent_to(sent, settings.symptoms_topic)]
+    assert any(e.kind == SYMPTOM and e.symptom.rule.startswith("model:") for e in events)
+    assert events == detect_stage_events(settings, [v for _, v in messages], models=load(tmp_path / "models"))
 
 
 # ---------------------------------------------------------------------- correlate

@@ -1,0 +1,83 @@
+"""What the anomaly models look at: one class per kind of entity, as data.
+
+Each class reads one measurement; its features are ones where *more* is worse (errors,
+pause, stalls, latency, occupancy), so a window is anomalous only when a feature rises
+above that entity's normal, never when it falls. Each feature names the symptom it
+becomes when it drives an anomaly: the rule symptom of the same physics, so a model
+symptom enters correlation and ranking exactly as a rule symptom would (rank.py's
+`explain` reads the symptom kind and family, not who raised it).
+
+`floor` is the smallest change that can matter for the feature (in its own unit), so an
+entity whose feature never moved in training (MAD 0) does not turn one stray error into
+an infinite score.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelFeature:
+    name: str  # a feature of engine.features (e.g. "if_in_errors_rate", "pci_stall")
+    symptom: str  # symptom kind it raises when it drives an anomaly
+    family: str
+    floor: float
+    opens_incident: bool = True  # as the rule of the same symptom
+
+
+@dataclass(frozen=True)
+class ModelClass:
+    name: str
+    measurement: str
+    entity_kind: str
+    entity: str  # template over tags, as in the rules (the symptom's entity)
+    features: tuple[ModelFeature, ...]
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.features)
+
+
+def _f(name, symptom, family, floor, opens=True) -> ModelFeature:
+    return ModelFeature(name, symptom, family, float(floor), opens)
+
+
+CLASSES: dict[str, ModelClass] = {
+    c.name: c
+    for c in (
+        ModelClass("switch_port", "switch_port", "interface", "{host}:{interface}", (
+            _f("if_in_errors_rate", "rx_errors", "errors", 0.5),
+            _f("if_in_fec_not_correctable_frames_rate", "rx_errors", "errors", 0.5),
+            _f("if_in_fec_correctable_frames_rate", "rx_errors", "errors", 20),
+            _f("if_in_fec_symbol_errors_rate", "rx_errors", "errors", 20),
+            _f("pfc_tx_pkts_rate", "pfc_pause_tx", "pfc", 10),
+            _f("pfc_rx_pkts_rate", "pfc_pause_rx", "pfc", 10),
+            _f("ecn_marked_packets_rate", "ecn_marking", "congestion", 200),
+        )),
+        ModelClass("queue", "switch_queue", "interface", "{host}:{interface}", (
+            _f("curr_occupancy_bytes", "queue_congested", "congestion", 200_000),
+            _f("dropped_packets_rate", "microburst", "microburst", 1),
+        )),
+        ModelClass("nic", "nic_port", "interface", "{host}:{interface}", (
+            _f("oob_rate", "nic_out_of_buffer", "nic", 10),
+            _f("rx_discards_phy_rate", "nic_discards", "nic", 10),
+            _f("pci_stall", "nic_pcie_stall", "nic", 1),
+            _f("retrans_rate", "nic_retransmit", "nic", 0.5, opens=False),
+            _f("tx_pause_rate", "pfc_pause_tx", "pfc", 10),
+            _f("rx_crc_errors_phy_rate", "rx_errors", "errors", 0.5),
+            _f("rx_symbol_err_phy_rate", "rx_errors", "errors", 20),
+        )),
+        ModelClass("storage", "storage", "storage", "{host}", (
+            _f("read_latency_ms", "storage_latency", "storage", 0.3),
+            _f("write_latency_ms", "storage_latency", "storage", 0.3),
+            _f("iops_in_progress", "storage_latency", "storage", 2),
+        )),
+    )
+}
+
+BY_MEASUREMENT: dict[str, ModelClass] = {c.measurement: c for c in CLASSES.values()}
+
+
+def features_needed(measurement: str) -> frozenset[str]:
+    c = BY_MEASUREMENT.get(measurement)
+    return frozenset(c.feature_names) if c else frozenset()

@@ -1,0 +1,139 @@
+"""The anomaly model of one entity class: robust per-entity baselines + an IsolationForest.
+
+1. Baseline. For every entity (a port, a queue, a NIC, a storage target) and feature:
+   the median and the MAD of its window means in training. A window's feature becomes a
+   one-sided robust score z = (x - median) / (1.4826 MAD + floor), clipped to [0, Z_CAP]:
+   only a rise above the entity's own normal counts. Entities not seen in training use
+   the class's pooled baseline (median of the entities' medians and scales).
+2. Forest. An IsolationForest learns which z vectors are usual for the class (several
+   features moving together can be usual, e.g. pause with load); its anomaly score
+   (`-score_samples`, in (0, 1], about 0.5 for ordinary points) must reach a threshold
+   set at the 95th percentile of the training windows' scores.
+
+A window is anomalous when its largest z reaches `z_min` (magnitude: far above this
+entity's own normal) AND the forest scores it above the threshold (pattern: not one the
+class shows in normal operation). The two do different jobs: a forest cannot tell how
+far beyond the training data a point lies (its splits stop at the sample's range), and
+a z score alone cannot tell a usual combination of features from an unusual one. Only
+windows with some z >= z_min are given to the forest, so scoring costs almost nothing
+while the fabric is healthy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.ensemble import IsolationForest
+
+Z_CAP = 50.0
+MAD_K = 1.4826  # MAD -> standard deviation for normal data
+
+
+@dataclass
+class Verdict:
+    key: str
+    score: float  # forest anomaly score in (0, 1]
+    z: np.ndarray
+    values: np.ndarray
+
+
+@dataclass
+class ClassModel:
+    cls: str
+    features: tuple[str, ...]
+    floors: np.ndarray
+    keys: dict[str, int]  # entity key -> row of med/scale
+    med: np.ndarray  # (entities, features)
+    scale: np.ndarray
+    pooled_med: np.ndarray
+    pooled_scale: np.ndarray
+    forest: IsolationForest | None
+    threshold: float
+    z_min: float
+    windows: int  # training windows seen
+
+    # --- training -------------------------------------------------------------------
+    @classmethod
+    def fit(cls, name: str, features: tuple[str, ...], floors: list[float], keys: list[str],
+            values: np.ndarray, *, seed: int, z_min: float, quantile: float = 0.95,
+            max_rows: int = 20_000, trees: int = 100) -> ClassModel:
+        """values: (windows, features) window means, keys: the entity of each row."""
+        floors_a = np.asarray(floors, dtype=float)
+        order = sorted(set(keys))
+        index = {k: i for i, k in enumerate(order)}
+        rows = np.array([index[k] for k in keys], dtype=np.int64)
+        med = np.zeros((len(order), len(features)))
+        scale = np.zeros_like(med)
+        for i in range(len(order)):
+            x = values[rows == i]
+            with np.errstate(all="ignore"):
+                m = np.nanmedian(x, axis=0) if len(x) else np.full(len(features), np.nan)
+                mad = np.nanmedian(np.abs(x - m), axis=0) if len(x) else np.full(len(features), np.nan)
+            med[i] = np.where(np.isnan(m), 0.0, m)
+            scale[i] = MAD_K * np.where(np.isnan(mad), 0.0, mad) + floors_a
+        pooled_med = np.median(med, axis=0) if len(order) else np.zeros(len(features))
+        pooled_scale = np.median(scale, axis=0) if len(order) else floors_a.copy()
+        model = cls(name, tuple(features), floors_a, index, med, scale, pooled_med, pooled_scale,
+                    None, 1.0, z_min, int(len(values)))
+        z = model._z(values, med[rows], scale[rows])
+        if len(z) >= 2:
+            rng = np.random.default_rng(seed)
+            sample = z if len(z) <= max_rows else z[np.sort(rng.choice(len(z), max_rows, replace=False))]
+            forest = IsolationForest(n_estimators=trees, max_samples=min(256, len(sample)),
+                                     random_state=seed)
+            forest.fit(sample)
+            model.forest = forest
+            model.threshold = float(np.quantile(-forest.score_samples(sample), quantile))
+        return model
+
+    # --- scoring --------------------------------------------------------------------
+    @staticmethod
+    def _z(values: np.ndarray, med: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            z = (values - med) / scale
+        return np.clip(np.nan_to_num(z, nan=0.0), 0.0, Z_CAP)
+
+    def baseline(self, key: str, online: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(median, scale) of an entity: learned online, else trained, else pooled."""
+        if online:
+            got = online.get(key)
+            if got is not None:
+                return got
+        i = self.keys.get(key)
+        if i is None:
+            return self.pooled_med, self.pooled_scale
+        return self.med[i], self.scale[i]
+
+    def score(self, keys: list[str], values: np.ndarray,
+              online: dict | None = None) -> tuple[np.ndarray, list[Verdict]]:
+        """z scores of every row, and the verdicts of the anomalous rows."""
+        meds, scales = zip(*(self.baseline(k, online) for k in keys))
+        z = self._z(values, np.asarray(meds), np.asarray(scales))
+        suspect = np.flatnonzero(z.max(axis=1) >= self.z_min)
+        out: list[Verdict] = []
+        if len(suspect) == 0:
+            return z, out
+        if self.forest is None:
+            scores = np.ones(len(suspect))
+        else:
+            scores = -self.forest.score_samples(z[suspect])
+        for i, s in zip(suspect, scores):
+            if s >= self.threshold:
+                out.append(Verdict(keys[i], float(s), z[i], values[i]))
+        return z, out
+
+    # --- online learning ------------------------------------------------------------
+    def learn(self, key: str, values: np.ndarray, rate: float,
+              online: dict) -> None:
+        """Move an entity's baseline toward a window judged normal, in O(1) memory per
+        entity: median and MAD tracked by stochastic approximation (each step moves the
+        estimate by `rate` scales toward the sample; `online` holds the entities' learned
+        baselines, key -> (median, scale)), so a single window shifts it little
+        and a lasting change of the normal is followed within about 1/rate windows."""
+        m, s = self.baseline(key, online)
+        x = np.where(np.isnan(values), m, values)
+        step = rate * s
+        m2 = m + step * np.sign(x - m)
+        mad = np.maximum((s - self.floors) / MAD_K, 0.0)
+        mad2 = mad + rate * np.maximum(mad, self.floors / MAD_K) * np.sign(np.abs(x - m) - mad)
+        online[key] = (m2, MAD_K * np.maximum(mad2, 0.0) + self.floors)

@@ -1,0 +1,155 @@
+"""Scoring at run time: feature windows -> model verdicts -> symptoms.
+
+The detector hands every record's features to `observe` and calls `advance(now)` at each
+event-time tick; when a window closes, each class's rows are scored in one batch. An
+entity anomalous in `hits` consecutive windows gets a symptom whose kind is that of its
+most deviating feature (so ranking applies the same physics as to a rule symptom), with
+the forest's score and the features that drove it as evidence; the symptom ends after
+`clear_windows` windows without an anomaly.
+
+With `learn_rate` > 0 the entities' baselines keep learning from windows judged clearly
+normal (every z below `learn_below`), in constant memory per entity.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from engine.types import Entity, Symptom
+from models.catalogue import CLASSES
+from models.windows import WindowCutter, symptom_entity
+
+if TYPE_CHECKING:  # the store imports scikit-learn; scoring itself needs only numpy
+    from models.store import ModelSet
+
+RULE_PREFIX = "model:"
+SEVERITY = 0.5
+REPORTED = 3  # driving features a symptom carries as evidence
+
+
+def rule_id(cls: str, symptom: str) -> str:
+    return f"{RULE_PREFIX}{cls}:{symptom}"
+
+
+def opens_incident(rule: str) -> bool:
+    """Whether a model symptom may open an incident: as the rule of the same symptom."""
+    _, cls, kind = rule.split(":", 2)
+    return all(f.opens_incident for f in CLASSES[cls].features if f.symptom == kind)
+
+
+@dataclass
+class _Streak:
+    first: float  # start of its first anomalous window
+    last: float  # end of its latest anomalous window
+    count: int
+
+
+@dataclass
+class ModelScorer:
+    models: "ModelSet"
+    hits: int = 2
+    clear_windows: int = 3
+    learn_rate: float = 0.0
+    learn_below: float = 2.0
+    cutter: WindowCutter = field(init=False)
+    streaks: dict[tuple[str, str], _Streak] = field(default_factory=dict)
+    active: dict[tuple[str, str], Symptom] = field(default_factory=dict)
+    online: dict[str, dict] = field(default_factory=dict)  # class -> key -> (median, scale)
+    windows: int = 0
+    anomalies: int = 0
+    _out: list[Symptom] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cutter = WindowCutter(self.models.window_s)
+
+    # --- the detector's hooks ---------------------------------------------------------
+    def observe(self, measurement: str, series: str, tags: dict, ts: float, feats: dict) -> None:
+        self.cutter.observe(measurement, series, tags, ts, feats)
+
+    def advance(self, now: float) -> None:
+        if self.cutter.due(now):
+            start, rows = self.cutter.close(now)
+            self._score(start, start + self.models.window_s, rows)
+        w = self.models.window_s
+        for key, sym in list(self.active.items()):
+            if sym.last < now - self.clear_windows * w:
+                sym.end = sym.last
+                del self.active[key]
+                self._out.append(sym)
+        for key, st in list(self.streaks.items()):
+            if st.last < now - w and key not in self.active:
+                del self.streaks[key]
+
+    def drain(self) -> list[Symptom]:
+        out, self._out = self._out, []
+        return out
+
+    def finish(self) -> None:
+        for sym in self.active.values():
+            sym.end = sym.last
+            self._out.append(sym)
+        self.active.clear()
+
+    # --- scoring ----------------------------------------------------------------------
+    def _score(self, start: float, end: float, rows: dict) -> None:
+        self.windows += 1
+        for cls, items in rows.items():
+            model = self.models.classes.get(cls)
+            if model is None:
+                continue
+            keys = [slot.key for slot, _ in items]
+            values = np.asarray([means for _, means in items], dtype=float)
+            online = self.online.setdefault(cls, {}) if self.learn_rate else None
+            z, verdicts = model.score(keys, values, online)
+            slots = {slot.key: slot for slot, _ in items}
+            for v in verdicts:
+                self._anomalous(cls, slots[v.key], v, start, end)
+            if self.learn_rate:
+                bad = {v.key for v in verdicts}
+                calm = np.flatnonzero(z.max(axis=1) < self.learn_below)
+                for i in calm:
+                    if keys[i] not in bad:
+                        model.learn(keys[i], values[i], self.learn_rate, online)
+
+    def _anomalous(self, cls: str, slot, verdict, start: float, end: float) -> None:
+        self.anomalies += 1
+        k = (cls, verdict.key)
+        st = self.streaks.get(k)
+        if st is None or st.last < start:  # not the window right after its last one
+            st = self.streaks[k] = _Streak(start, end, 0)
+        st.last, st.count = end, st.count + 1
+        sym = self.active.get(k)
+        if sym is None:
+            if st.count < self.hits:
+                return
+            sym = self._symptom(cls, slot, verdict, st.first)
+            self.active[k] = sym
+            self._out.append(sym)
+        sym.last = end
+        self._evidence(sym, cls, verdict)
+
+    def _symptom(self, cls: str, slot, verdict, start: float) -> Symptom:
+        c = CLASSES[cls]
+        top = c.features[int(np.argmax(verdict.z))]
+        eid = symptom_entity(c, verdict.key)
+        rule = rule_id(cls, top.symptom)
+        return Symptom(key=f"{rule}@{verdict.key}@{start:.3f}", kind=top.symptom, family=top.family,
+                       entity=Entity(c.entity_kind, eid), device=slot.device, start=start, last=start,
+                       severity=SEVERITY, rule=rule)
+
+    @staticmethod
+    def _evidence(sym: Symptom, cls: str, verdict) -> None:
+        names = CLASSES[cls].feature_names
+        m = sym.metrics
+        m["anomaly_score"] = max(m.get("anomaly_score", 0.0), round(verdict.score, 4))
+        for i in np.argsort(-verdict.z)[:REPORTED]:
+            z = float(verdict.z[i])
+            if z <= 0:
+                break
+            name = names[i]
+            m[f"{name}_z"] = max(m.get(f"{name}_z", 0.0), round(z, 2))
+            v = float(verdict.values[i])
+            if v == v:  # not NaN
+                m[name] = max(m.get(name, float("-inf")), v)

@@ -1,0 +1,131 @@
+"""Training: recorded telemetry -> feature windows per entity -> one model per class.
+
+The records go through the engine's own stages (parse, reorder, features) and the same
+window cutter as scoring, so training and scoring cannot disagree on what a feature or a
+window is. The data should be clean or mostly clean: medians, MADs and a high quantile
+of forest scores tolerate a few faulty windows, not a fault that lasts most of the file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from engine.features import FeatureExtractor, plan
+from engine.normalize import parse_line
+from engine.order import Reorderer
+from engine.replay import check_files, open_lines
+from engine.topology import Topology
+from engine.types import rfc3339
+from models.catalogue import CLASSES
+from models.model import ClassModel
+from models.store import ModelSet
+from models.windows import WindowCutter
+
+DEFAULT_WINDOW_S = 5.0
+DEFAULT_Z_MIN = 6.0
+
+
+class TrainingError(ValueError):
+    pass
+
+
+@dataclass
+class TrainingData:
+    """Window rows per class, collected from a stream of records."""
+
+    window_s: float = DEFAULT_WINDOW_S
+    topology: Topology | None = None
+    rows: dict[str, list[tuple[str, list[float]]]] = field(default_factory=dict)
+    records: int = 0
+    rejects: int = 0
+    foreign: int = 0  # records of devices the topology does not know
+    first: float | None = None
+    last: float | None = None
+
+    def __post_init__(self) -> None:
+        self._order = Reorderer()
+        self._extract = FeatureExtractor({c.measurement: plan(c.measurement, frozenset(c.feature_names))
+                                          for c in CLASSES.values()})
+        self._cut = WindowCutter(self.window_s)
+        self._known: dict[str, bool] = {}
+
+    def feed(self, line: bytes) -> None:
+        metrics, rejects = parse_line(line)
+        self.records += len(metrics) + len(rejects)
+        self.rejects += len(rejects)
+        self._take(self._order.push(metrics, rejects))
+
+    def finish(self) -> None:
+        self._take(self._order.flush())
+        if self._cut.start is not None and self.last is not None:
+            self._close(self.last + self.window_s)
+
+    def _take(self, metrics) -> None:
+        cut = self._cut
+        for m in metrics:
+            if self.first is None:  # records come out of the reorderer in time order
+                self.first = m.ts
+            self.last = m.ts
+            if cut.due(m.ts):
+                self._close(m.ts)
+            feats = self._extract.extract(m)
+            if not feats:
+                continue
+            host = m.tags.get("host", "")
+            if self.topology is not None:
+                known = self._known.get(host)
+                if known is None:
+                    known = self._known[host] = self.topology.role(host) is not None
+                if not known:
+                    self.foreign += 1
+                    continue
+            cut.observe(m.name, m.series, m.tags, m.ts, feats)
+
+    def _close(self, now: float) -> None:
+        _, rows = self._cut.close(now)
+        for cls, items in rows.items():
+            self.rows.setdefault(cls, []).extend((slot.key, means) for slot, means in items)
+
+
+def train(files: list[Path], *, topology: Topology | None = None, window_s: float = DEFAULT_WINDOW_S,
+          seed: int = 0, z_min: float = DEFAULT_Z_MIN,
+          progress: Callable[[TrainingData], None] | None = None) -> tuple[ModelSet, dict]:
+    """A model set learned from `files`, and a description of the training for the metadata."""
+    if window_s <= 0:
+        raise TrainingError("--window-s must be positive")
+    paths = check_files(files)
+    data = TrainingData(window_s, topology)
+    for path in paths:
+        for n, line in enumerate(open_lines(path), 1):
+            data.feed(line)
+            if progress and n % 50_000 == 0:
+                progress(data)
+    data.finish()
+    if progress:
+        progress(data)
+    if not data.rows:
+        raise TrainingError("no usable telemetry for any model class (switch_port, switch_queue, nic_port, "
+                            "storage) in " + ", ".join(str(p) for p in paths))
+    classes = {}
+    for name, rows in sorted(data.rows.items()):
+        c = CLASSES[name]
+        keys = [k for k, _ in rows]
+        values = np.asarray([v for _, v in rows], dtype=float)
+        classes[name] = ClassModel.fit(name, c.feature_names, [f.floor for f in c.features], keys, values,
+                                       seed=seed, z_min=z_min)
+    span = (data.last or 0.0) - (data.first or 0.0)
+    training = {
+        "files": [str(p) for p in paths],
+        "records": data.records,
+        "rejects": data.rejects,
+        "foreign_records": data.foreign,
+        "from": rfc3339(data.first),
+        "to": rfc3339(data.last),
+        "seconds": round(span, 3),
+        "seed": seed,
+        "z_min": z_min,
+    }
+    return ModelSet(classes, window_s), training

@@ -1,0 +1,97 @@
+"""Feature windows: per-entity means of the model features over fixed event-time windows.
+
+Training and scoring cut windows the same way (this module), so a model sees at run time
+exactly the kind of vector it learned from. Windows are aligned to multiples of
+`window_s` in event time; a window closes when event time reaches its end, and only
+entities that reported in it get a row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from models.catalogue import BY_MEASUREMENT, ModelClass
+
+NAN = float("nan")
+
+
+def entity_key(cls: ModelClass, tags: dict) -> str | None:
+    """The identity one baseline is kept for: the symptom entity, plus the queue or the
+    disk when an entity has several (a port's queues, a storage host's targets)."""
+    host = tags.get("host")
+    if not host:
+        return None
+    if cls.name == "storage":
+        return f"{host}/{tags.get('kind', '')}/{tags.get('name', '')}"
+    iface = tags.get("interface")
+    if not iface:
+        return None
+    if cls.name == "queue":
+        return f"{host}:{iface}/{tags.get('queue', '')}/{tags.get('queue_type', '')}"
+    return f"{host}:{iface}"
+
+
+def symptom_entity(cls: ModelClass, key: str) -> str:
+    """The contract entity id of a baseline key."""
+    return key.split("/", 1)[0]
+
+
+@dataclass
+class Slot:
+    """One entity's running sums for the open window."""
+
+    cls: str
+    key: str
+    device: str
+    sums: list[float]
+    counts: list[int]
+
+
+@dataclass
+class WindowCutter:
+    """Accumulates features per entity; `close(now)` returns the finished window's rows."""
+
+    window_s: float = 5.0
+    start: float | None = None  # start of the open window
+    slots: dict[str, Slot] = field(default_factory=dict)  # series -> slot
+    _names: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def observe(self, measurement: str, series: str, tags: dict, ts: float, feats: dict) -> None:
+        slot = self.slots.get(series)
+        if slot is None:
+            cls = BY_MEASUREMENT.get(measurement)
+            if cls is None:
+                return
+            key = entity_key(cls, tags)
+            if key is None:
+                return
+            n = len(cls.features)
+            slot = self.slots[series] = Slot(cls.name, key, tags["host"], [0.0] * n, [0] * n)
+            self._names[cls.name] = cls.feature_names
+        if self.start is None:
+            self.start = ts // self.window_s * self.window_s
+        sums, counts = slot.sums, slot.counts
+        for i, name in enumerate(self._names[slot.cls]):
+            v = feats.get(name)
+            if v is not None and v.__class__ is not str:
+                sums[i] += v
+                counts[i] += 1
+
+    def due(self, now: float) -> bool:
+        return self.start is not None and now >= self.start + self.window_s
+
+    def close(self, now: float) -> tuple[float, dict[str, list[tuple[Slot, list[float]]]]]:
+        """(window start, class -> [(slot, feature means)]) for the window that `now`
+        ended; entities without data in it are left out. Opens the window holding `now`."""
+        start = self.start
+        rows: dict[str, list[tuple[Slot, list[float]]]] = {}
+        for slot in self.slots.values():
+            counts = slot.counts
+            if not any(counts):
+                continue
+            means = [s / c if c else NAN for s, c in zip(slot.sums, counts)]
+            rows.setdefault(slot.cls, []).append((slot, means))
+            n = len(counts)
+            slot.sums = [0.0] * n
+            slot.counts = [0] * n
+        self.start = now // self.window_s * self.window_s
+        return start, rows
