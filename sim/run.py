@@ -30,6 +30,7 @@ class Plan:
     duration: float
     messy: bool = False  # late, duplicate and batched records
     resets: list[tuple[float, int]] = field(default_factory=list)  # (time, switch port)
+    benign: list[Fault] = field(default_factory=list)  # normal events, not in truth's faults
 
 
 @dataclass
@@ -53,19 +54,20 @@ def run(plan: Plan, *, seed: int, path: Path,
     renderer = Renderer(f)
     resets: list[dict] = []
     ticks = int(round(plan.duration / dt))
+    actors = plan.faults + plan.benign
     with open(path, "wb") as raw:
         writer = Writer(raw, messy=plan.messy, rng=random.Random(seed * 7 + salt),
                         progress=progress)
         for i in range(ticks):
             tick = Tick(f, i, plan.start + i * dt, dt, rng, nrng)
-            for fault in plan.faults:
+            for fault in actors:
                 fault.shape(tick)
             demand = traffic.demand(tick)
-            for fault in plan.faults:
+            for fault in actors:
                 fault.demand(tick, demand)
             loads = traffic.route(tick, demand)
             baseline(tick, loads)
-            for fault in plan.faults:
+            for fault in actors:
                 fault.apply(tick, loads)
             tick.resets.update(p for when, p in plan.resets if tick.t0 < when <= tick.t)
             for p in sorted(tick.resets):

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from sim import SCENARIOS, FabricSpec, simulate
+from sim import ALL_SCENARIOS, GRAY_SCENARIOS, SCENARIOS, FabricSpec, simulate
 from sim.jobs import hostlist
+from sim.scenarios import TABLE
 
 SHORT = 45.0  # seconds of event time per scenario in these tests
+CLEAN = ("clean", "clean_1h")
+GRADUAL = ("fec_creep", "pcie_stall", "storage_drift")
 CAUSE_KIND = {
     "link_flap": "link", "link_degraded": "link", "pfc_storm": "interface",
     "congestion": "interface", "microburst": "interface", "nic_degraded": "interface",
@@ -88,8 +91,8 @@ def topology(path: Path) -> tuple[set[str], set[str], set[str]]:
 def runs(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     base = tmp_path_factory.mktemp("sim")
     out = {}
-    for name in SCENARIOS:
-        duration = 150.0 if name == "clean" else SHORT
+    for name in ALL_SCENARIOS:
+        duration = 150.0 if name in CLEAN else SHORT
         out[name] = (base / name, simulate(out=base / name, scenario=name, seed=3,
                                            duration=duration))
     return out
@@ -145,7 +148,7 @@ def test_hostlist_is_compressed_slurm_syntax():
 
 
 # --- every scenario ----------------------------------------------------------------------
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", ALL_SCENARIOS)
 def test_records_are_well_formed_telegraf_json(runs, name):
     out, truth = runs[name]
     for n in ("topology.dot", "jobs.jsonl", "telemetry.jsonl.gz", "truth.json"):
@@ -167,7 +170,7 @@ def test_records_are_well_formed_telegraf_json(runs, name):
         assert isinstance(rec["fields"]["job_id"], str)
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", ALL_SCENARIOS)
 def test_counters_never_decrease_except_listed_resets(runs, name):
     out, truth = runs[name]
     resets = {(r["interface"], round(r["at"])) for r in truth["counter_resets"]}
@@ -183,14 +186,16 @@ def test_counters_never_decrease_except_listed_resets(runs, name):
                     assert (iface, round(seconds(b["timestamp"]))) in resets, (key, f)
 
 
-@pytest.mark.parametrize("name", [n for n in SCENARIOS if n != "clean"])
+@pytest.mark.parametrize("name", [n for n in ALL_SCENARIOS if n not in CLEAN])
 def test_truth_names_the_fault_with_ids_from_the_topology(runs, name):
     out, truth = runs[name]
     devices, ifaces, links = topology(out / "topology.dot")
     jobs = {json.loads(x)["fields"]["job_id"] for x in (out / "jobs.jsonl").read_text().split()}
     assert not truth["clean"] and truth["faults"]
-    if name != "demo":
+    if name in SCENARIOS and name != "demo":
         assert [f["cause"] for f in truth["faults"]] == [name]
+    assert [f["cause"] for f in truth["faults"]] == list(TABLE[name].causes)
+    assert truth["scenario"] == truth["base_scenario"] == name
     for f in truth["faults"]:
         kind, ident = f["entity"]["kind"], f["entity"]["id"]
         assert kind == CAUSE_KIND[f["cause"]]
@@ -198,6 +203,8 @@ def test_truth_names_the_fault_with_ids_from_the_topology(runs, name):
                 "storage": devices, "job": jobs}[kind] >= {ident}
         assert truth["start"] < f["start"] < f["end"] <= truth["end"]
         assert f["intensity"] == "strong"
+        assert f["onset"] == ("gradual" if name in GRADUAL else "abrupt")
+        assert f["gray"] is (name in GRAY_SCENARIOS)
         assert f["affected_jobs"] == sorted(f["affected_jobs"]) and set(f["affected_jobs"]) <= jobs
         assert f["affected_jobs"]
 

@@ -1,5 +1,10 @@
 """Injected faults. Each fault is called on every tick in three steps:
-shape (conditions before traffic), demand (extra traffic), apply (its symptoms)."""
+shape (conditions before traffic), demand (extra traffic), apply (its symptoms).
+
+Intensities: "strong" (loud, unmistakable symptoms), "medium" (between) and "weak" (still
+plain to an operator who looks at the right counter, but near the level an alarm would
+be set at). Gray faults (faults/gray.py) are quieter still, some with a gradual onset:
+their signal rises from nothing over minutes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,12 +18,15 @@ from ..tick import NICF, SP, SQ, Tick
 from ..traffic import Loads, port_flows
 
 MIB = 1024 * 1024
+INTENSITIES = ("strong", "medium", "weak")
 
 
 @dataclass
 class Fault:
     cause: ClassVar[str] = ""
     kind: ClassVar[str] = ""
+    onset: ClassVar[str] = "abrupt"  # "abrupt": full strength at once; "gradual": ramps up
+    gray: ClassVar[bool] = False  # a gray failure: low-level, below the usual alarms
 
     fabric: Fabric = field(repr=False)
     jobs: list[Job] = field(repr=False)
@@ -30,6 +38,10 @@ class Fault:
     @property
     def strong(self) -> bool:
         return self.intensity == "strong"
+
+    def pick(self, strong, medium, weak):
+        """The value for this fault's intensity."""
+        return {"strong": strong, "medium": medium, "weak": weak}[self.intensity]
 
     def active(self, tick: Tick) -> bool:
         return tick.t0 < self.end and tick.t > self.start

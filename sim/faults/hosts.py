@@ -20,7 +20,7 @@ class NicDegraded(Fault):
     def shape(self, tick: Tick) -> None:
         frac = self.frac(tick)
         if frac > 0:
-            cut = (0.3 if self.strong else 0.1) * frac
+            cut = self.pick(0.3, 0.2, 0.1) * frac
             tick.tx_factor[self.endpoint] *= 1 - cut
             tick.rx_factor[self.endpoint] *= 1 - cut
 
@@ -29,10 +29,10 @@ class NicDegraded(Fault):
         if frac <= 0:
             return
         rng, e = tick.rng, self.endpoint
-        if self.strong:
-            oob, disc, stall = rng.uniform(2e3, 20e3), rng.uniform(1e3, 10e3), (20, 60)
-        else:
-            oob, disc, stall = rng.uniform(100, 500), rng.uniform(20, 200), (8, 15)
+        oob_r, disc_r, stall = self.pick(((2e3, 20e3), (1e3, 10e3), (20, 60)),
+                                         ((500, 3e3), (200, 1e3), (12, 30)),
+                                         ((100, 500), (20, 200), (8, 15)))
+        oob, disc = rng.uniform(*oob_r), rng.uniform(*disc_r)
         tick.nic_add(e, "rx_out_of_buffer", oob * frac)
         tick.nic_add(e, "out_of_buffer", oob * rng.uniform(0.95, 1.0) * frac)
         tick.nic_add(e, "rx_discards_phy", disc * frac)
@@ -44,8 +44,8 @@ class NicDegraded(Fault):
 
 @dataclass
 class StorageSlow(Fault):
-    """A storage host's I/O latency rises (20-50 ms, weak 4-8 ms) and its operation
-    rate drops, without any network cause."""
+    """A storage host's I/O latency rises (20-50 ms, medium 8-20 ms, weak 4-8 ms) and its
+    operation rate drops, without any network cause."""
 
     cause = "storage_slow"
     kind = "storage"
@@ -57,10 +57,10 @@ class StorageSlow(Fault):
             return
         rng = tick.rng
         k = [s.index for s in self.fabric.storage].index(self.endpoint)
-        if self.strong:
-            rate, lat, depth = rng.uniform(0.5, 0.8), rng.uniform(20, 50), rng.uniform(5, 20)
-        else:
-            rate, lat, depth = rng.uniform(0.8, 0.95), rng.uniform(4, 8), rng.uniform(2, 5)
+        r_rate, r_lat, r_depth = self.pick(((0.5, 0.8), (20, 50), (5, 20)),
+                                           ((0.65, 0.9), (8, 20), (3, 10)),
+                                           ((0.8, 0.95), (4, 8), (2, 5)))
+        rate, lat, depth = rng.uniform(*r_rate), rng.uniform(*r_lat), rng.uniform(*r_depth)
         rate = 1 - (1 - rate) * frac
         tick.tx_factor[self.endpoint] *= rate
         tick.rx_factor[self.endpoint] *= rate

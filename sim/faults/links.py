@@ -23,13 +23,16 @@ class LinkFlap(Fault):
     downs: list[tuple[float, float]] = field(default_factory=list)
 
     @staticmethod
-    def schedule(rng: random.Random, start: float, window: float, *, strong: bool
+    def schedule(rng: random.Random, start: float, window: float, *, intensity: str
                  ) -> list[tuple[float, float]]:
-        """Down periods (down_at, up_at) fitting in the window: 5 flaps (weak: 3)."""
+        """Down periods (down_at, up_at) fitting in the window: 5 flaps of 1.2-3 s
+        (medium: 4 of 1.1-2.2 s, weak: 3 of 1.1-1.6 s)."""
+        flaps, lo, hi = {"strong": (5, 1.2, 3.0), "medium": (4, 1.1, 2.2),
+                         "weak": (3, 1.1, 1.6)}[intensity]
         scale = min(1.0, window / 60.0)
         downs, t = [], start
-        for _ in range(5 if strong else 3):
-            down = rng.uniform(1.2, 3.0) if strong else rng.uniform(1.1, 1.6)
+        for _ in range(flaps):
+            down = rng.uniform(lo, hi)
             if downs and t + down > start + window:
                 break
             downs.append((round(t, 3), round(t + down, 3)))
@@ -77,7 +80,7 @@ class LinkDegraded(Fault):
         if frac <= 0:
             return
         f, rng = self.fabric, tick.rng
-        m = frac * (1.0 if self.strong else 0.1)
+        m = frac * self.pick(1.0, 0.3, 0.1)
         ports = (int(f.up_port[self.leaf, self.spine]), int(f.down_port[self.spine, self.leaf]))
         for port in ports:
             bad = rng.uniform(20, 200) * m

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -12,6 +13,26 @@ from ..traffic import Loads, port_flows
 from . import MIB, Fault, congest
 
 
+@dataclass(frozen=True)
+class StormLevel:
+    """How hard a pause storm is."""
+
+    drop: tuple[float, float]  # send-rate factor of the paused hosts
+    rate: tuple[float, float]  # pause frames/s sent by the origin NIC
+    pause_us: float  # pause time per second at the origin (us/s)
+    occ_mib: tuple[float, float]  # queue at the origin's leaf port
+    hop_mib: tuple[float, float]  # queues further up the pause tree
+    warning: bool  # the NIC counts pause-storm warning events
+    watchdog: bool  # the switch's PFC watchdog declares the queue stormed
+
+
+STORM_LEVELS = {
+    "strong": StormLevel((0.1, 0.5), (5_000, 20_000), 800_000, (8, 14), (1, 4), True, True),
+    "medium": StormLevel((0.3, 0.6), (1_500, 4_000), 350_000, (3, 6), (1, 4), True, False),
+    "weak": StormLevel((0.5, 0.8), (300, 800), 100_000, (1, 3), (1, 4), False, False),
+}
+
+
 @dataclass
 class PfcStorm(Fault):
     """A host NIC sends pause without end; the pause tree spreads one hop per second:
@@ -20,6 +41,7 @@ class PfcStorm(Fault):
 
     cause = "pfc_storm"
     kind = "interface"
+    levels: ClassVar[dict[str, StormLevel]] = STORM_LEVELS
     endpoint: int = 0
     _stormed: bool = field(default=False, repr=False)
 
@@ -32,6 +54,7 @@ class PfcStorm(Fault):
         self.remote = [h for h in peers if f.endpoints[h].leaf != leaf]
         self.remote_leaves = sorted({f.endpoints[h].leaf for h in self.remote})
         self.leaf = leaf
+        self.lv = self.levels[self.intensity]
 
     def _age(self, tick: Tick) -> float:
         """Whole intervals since the storm began: 0 in the first one."""
@@ -41,7 +64,7 @@ class PfcStorm(Fault):
         if not self.active(tick):
             return
         age, rng = self._age(tick), tick.rng
-        drop = (lambda: rng.uniform(0.1, 0.5)) if self.strong else (lambda: rng.uniform(0.5, 0.8))
+        drop = lambda: rng.uniform(*self.lv.drop)  # noqa: E731
         paused = [self.endpoint] + (self.local if age >= 1 else []) + (
             self.remote if age >= 3 else [])
         for h in paused:
@@ -57,18 +80,18 @@ class PfcStorm(Fault):
         frac = self.frac(tick)
         if frac <= 0 or not self.active(tick):
             return
-        age = self._age(tick)
-        rate = (rng.uniform(5_000, 20_000) if self.strong else rng.uniform(300, 800)) * frac
-        dur = (800_000 if self.strong else 100_000) * rng.uniform(0.9, 1.05) * frac
+        age, lv = self._age(tick), self.lv
+        rate = rng.uniform(*lv.rate) * frac
+        dur = lv.pause_us * rng.uniform(0.9, 1.05) * frac
         v = self.endpoint
         tick.nic_add(v, "tx_prio3_pause", rate)
         tick.nic_add(v, "tx_prio3_pause_duration", dur)
-        if self.strong:
+        if lv.warning:
             tick.nic_add(v, "tx_pause_storm_warning_events", 1)
         self._rx(tick, vport, rate, dur)
-        occ = rng.uniform(8, 14) * MIB if self.strong else rng.uniform(1, 3) * MIB
+        occ = rng.uniform(*lv.occ_mib) * MIB
         self._fill(tick, vport, occ)
-        if self.strong and age >= 3 and not self.ends(tick):
+        if lv.watchdog and age >= 3 and not self.ends(tick):
             tick.stormed[vport] = True
             if not self._stormed:
                 tick.sq_add(vport, "pfcwd_deadlock_detected", 1)
@@ -83,7 +106,8 @@ class PfcStorm(Fault):
             for s in spines:
                 self._tx(tick, int(f.up_port[self.leaf, s]), rate, dur)
                 self._rx(tick, int(f.down_port[s, self.leaf]), rate, dur)
-                self._fill(tick, int(f.down_port[s, self.leaf]), tick.rng.uniform(1, 4) * MIB)
+                self._fill(tick, int(f.down_port[s, self.leaf]),
+                           tick.rng.uniform(*self.lv.hop_mib) * MIB)
             self._pause_hosts(tick, self.local, rate, dur)
         if age >= 2:
             for b in self.remote_leaves:
@@ -91,7 +115,8 @@ class PfcStorm(Fault):
                     if alive[b, s]:
                         self._tx(tick, int(f.down_port[s, b]), rate, dur)
                         self._rx(tick, int(f.up_port[b, s]), rate, dur)
-                        self._fill(tick, int(f.up_port[b, s]), tick.rng.uniform(1, 4) * MIB)
+                        self._fill(tick, int(f.up_port[b, s]),
+                                   tick.rng.uniform(*self.lv.hop_mib) * MIB)
         if age >= 3:
             self._pause_hosts(tick, self.remote, rate, dur)
 
@@ -139,7 +164,7 @@ class Congestion(Fault):
     def demand(self, tick: Tick, d: np.ndarray) -> None:
         frac = self.frac(tick)
         if frac > 0:
-            extra = (0.35 if self.strong else 0.15) * frac * self.fabric.spec.line_bytes
+            extra = self.pick(0.35, 0.25, 0.15) * frac * self.fabric.spec.line_bytes
             d[self.senders(), self.endpoint] += extra
 
     def apply(self, tick: Tick, loads: Loads) -> None:
@@ -147,11 +172,11 @@ class Congestion(Fault):
         if frac <= 0:
             return
         rng, port = tick.rng, int(self.fabric.host_port[self.endpoint])
-        if self.strong:
-            occ, marks = rng.uniform(4, 12) * MIB, rng.uniform(50e3, 200e3)
-            drops = rng.randint(0, 20)
-        else:
-            occ, marks, drops = rng.uniform(2, 4) * MIB, rng.uniform(5e3, 20e3), rng.randint(0, 3)
+        r_occ, r_marks, most = self.pick(((4, 12), (50e3, 200e3), 20),
+                                         ((3, 7), (15e3, 60e3), 8),
+                                         ((2, 4), (5e3, 20e3), 3))
+        occ, marks = rng.uniform(*r_occ) * MIB, rng.uniform(*r_marks)
+        drops = rng.randint(0, most)
         congest(tick, loads, port, occupancy=occ, marks=marks * frac)
         tick.sp_add(port, "wred_dropped_packets", drops)
         tick.sq_add(port, "wred_dropped_packets", drops)
@@ -179,8 +204,8 @@ class Microburst(Fault):
         for when in self.bursts:
             if not (tick.t0 < when <= tick.t):
                 continue
-            peak = rng.uniform(0.9, 1.0) if self.strong else rng.uniform(0.85, 0.92)
-            drops = rng.randint(50, 500) if self.strong else rng.randint(5, 50)
+            peak = rng.uniform(*self.pick((0.9, 1.0), (0.87, 0.96), (0.85, 0.92)))
+            drops = rng.randint(*self.pick((50, 500), (20, 200), (5, 50)))
             tick.wm[port.index] = peak * BUFFER_BYTES
             tick.sq_add(port.index, "dropped_packets", drops)
             tick.sq_add(port.index, "dropped_bytes", drops * PACKET_BYTES)
@@ -220,7 +245,7 @@ class NoisyNeighbor(Fault):
 
     def shape(self, tick: Tick) -> None:
         if self.active(tick):
-            lo, hi = (0.8, 0.9) if self.strong else (0.9, 0.97)
+            lo, hi = self.pick((0.8, 0.9), (0.85, 0.93), (0.9, 0.97))
             for h in self.victims:
                 tick.tx_factor[h] *= tick.rng.uniform(lo, hi)
 
@@ -229,7 +254,7 @@ class NoisyNeighbor(Fault):
         if frac <= 0:
             return
         f = self.fabric
-        level = tick.rng.uniform(0.95, 1.0) if self.strong else tick.rng.uniform(0.75, 0.85)
+        level = tick.rng.uniform(*self.pick((0.95, 1.0), (0.85, 0.92), (0.75, 0.85)))
         for h in self.job.hosts:
             far = [x for x in self.job.hosts if f.endpoints[x].leaf != f.endpoints[h].leaf]
             if far:
@@ -246,10 +271,9 @@ class NoisyNeighbor(Fault):
             return
         rng = tick.rng
         for port in self.saturated_ports(tick):
-            if self.strong:
-                occ, marks = rng.uniform(3, 10) * MIB, rng.uniform(20e3, 100e3)
-            else:
-                occ, marks = rng.uniform(1, 3) * MIB, rng.uniform(2e3, 10e3)
+            r_occ, r_marks = self.pick(((3, 10), (20e3, 100e3)), ((2, 5), (8e3, 40e3)),
+                                       ((1, 3), (2e3, 10e3)))
+            occ, marks = rng.uniform(*r_occ) * MIB, rng.uniform(*r_marks)
             congest(tick, loads, port, occupancy=occ, marks=marks * frac)
 
     def detail(self) -> dict:
