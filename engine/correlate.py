@@ -15,7 +15,7 @@ from typing import Callable
 from engine.impact import affected_jobs
 from engine.incidents import Incident, SeverityPolicy, incident_id
 from engine.jobs import JobBook
-from engine.rank import Context, explain, rank
+from engine.rank import Context, explain, hypotheses, rank
 from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
 
@@ -87,11 +87,25 @@ class Correlator:
                 top = inc.root_causes[0]
                 e = explain(top.cause, top.entity, s, ctx)
                 strength = e if e >= 0.5 else 0.0
-            if strength == 0.0 and self._near(inc, s):
+            if strength == 0.0 and self._near(inc, s) and self._may_share(inc, s, ctx):
                 strength = 0.4
             if strength and (best is None or (strength, -inc.opened_at) > (best[0], best[1])):
                 best = (strength, -inc.opened_at, inc)
         return best[2] if best else None
+
+    @staticmethod
+    def _may_share(inc: Incident, s: Symptom, ctx: Context) -> bool:
+        """Nearness alone may join a symptom to a ranked incident only if the symptom
+        points at nothing of its own, or at a cause the incident already considers: a
+        symptom whose own cause the incident neither ranks nor explains is another fault
+        that happens to be close (slow storage beside a pause storm), not part of this one."""
+        if not inc.root_causes:
+            return True
+        own = hypotheses(s, ctx)
+        if not own:
+            return True
+        ranked = {(rc.cause, rc.entity) for rc in inc.root_causes}
+        return any(h in ranked for h in own)
 
     def _locus(self, s: Symptom) -> set[str]:
         if s.entity.kind == "job":

@@ -111,9 +111,22 @@ def _pfc_storm(e: Entity, s: Symptom, ctx: Context) -> float:
         return 0.9
     if s.kind in ("queue_congested", "ecn_marking") and d <= 1:
         return 0.8  # the switch queue toward the storming port fills
+    if s.kind in CONGESTION_KINDS and d <= 4 and _toward(e, s, ctx):
+        return 0.7  # a paused egress up the pause tree: its queue fills toward the storm
     if s.kind in ("cnp_sender", "cnp_receiver", "nic_retransmit") and d <= 4:
         return 0.3
     return 0.0
+
+
+def _toward(e: Entity, s: Symptom, ctx: Context) -> bool:
+    """Whether the port of symptom s sends toward entity e's device (its peer is closer
+    to e than the port's own device): the direction in which pause backs queues up."""
+    peer = ctx.topology.peer(s.entity.id)
+    if not peer:
+        return False
+    src = device_of(e.id)
+    near, far = ctx.dist(src, device_of(peer)), ctx.dist(src, s.device)
+    return near is not None and far is not None and near < far
 
 
 def _congestion(e: Entity, s: Symptom, ctx: Context) -> float:
