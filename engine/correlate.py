@@ -80,7 +80,10 @@ class Correlator:
         best: tuple[float, float, Incident] | None = None
         ctx = self._context()
         for inc in self.open.values():
-            if inc.status != "open" or s.start > inc.last_activity + self.config.window_s:
+            # An incident with a symptom still active is active now, whatever its
+            # symptoms' last update says (they are sent at start and end only).
+            active = self.watermark if not inc.quiet else inc.last_activity
+            if inc.status != "open" or s.start > active + self.config.window_s:
                 continue
             strength = 0.0
             if inc.root_causes:
@@ -96,16 +99,23 @@ class Correlator:
     @staticmethod
     def _may_share(inc: Incident, s: Symptom, ctx: Context) -> bool:
         """Nearness alone may join a symptom to a ranked incident only if the symptom
-        points at nothing of its own, or at a cause the incident already considers: a
-        symptom whose own cause the incident neither ranks nor explains is another fault
-        that happens to be close (slow storage beside a pause storm), not part of this one."""
+        points at no cause of its own, at a cause the incident already ranks or of the
+        kind it leads with (congestion spreading), or at one that explains most of the
+        incident (the same fault, seen better). A symptom whose
+        own cause is none of these is another fault that happens to be close (slow
+        storage beside a pause storm), not part of this one."""
         if not inc.root_causes:
             return True
         own = hypotheses(s, ctx)
         if not own:
             return True
         ranked = {(rc.cause, rc.entity) for rc in inc.root_causes}
-        return any(h in ranked for h in own)
+        lead = inc.root_causes[0].cause
+        if any(h in ranked or h[0] == lead for h in own):  # the same kind of trouble, nearby
+            return True
+        symptoms = list(inc.symptoms.values())
+        total = sum(x.severity for x in symptoms) or 1.0
+        return any(sum(x.severity * explain(c, e, x, ctx) for x in symptoms) / total >= 0.5 for c, e in own)
 
     def _locus(self, s: Symptom) -> set[str]:
         if s.entity.kind == "job":
