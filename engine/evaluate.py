@@ -148,6 +148,11 @@ HEADERS = ("faults", "recall", "top-1", "top-3", "inc. precision", "false inc./h
            "job F1", "delay p50 s", "delay p90 s")
 
 
+# Columns that mean nothing for a method handed the fault times (an oracle): it opens
+# exactly one incident per fault, at the fault's start.
+ORACLE_BLANK = frozenset({"recall", "precision", "false_per_hour", "delay_median", "delay_p90"})
+
+
 def _fmt(v) -> str:
     if v is None:
         return "-"
@@ -156,11 +161,11 @@ def _fmt(v) -> str:
     return f"{v:.2f}" if abs(v) < 100 else f"{v:.0f}"
 
 
-def table(results: list[ScenarioResult], *, markdown: bool = False) -> str:
-    causes = sorted({f.cause for r in results for f in r.faults})
-    rows = [(c, summarize(results, cause=c)) for c in causes] + [("overall", summarize(results))]
-    head = ("cause",) + HEADERS
-    body = [(name,) + tuple(_fmt(getattr(s, c)) for c in COLUMNS) for name, s in rows]
+def _row(name: str, s: Summary, *, oracle: bool = False) -> tuple[str, ...]:
+    return (name,) + tuple("-" if oracle and c in ORACLE_BLANK else _fmt(getattr(s, c)) for c in COLUMNS)
+
+
+def _render(head: tuple[str, ...], body: list[tuple[str, ...]], *, markdown: bool) -> str:
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         lines += ["| " + " | ".join(r) + " |" for r in body]
@@ -170,13 +175,36 @@ def table(results: list[ScenarioResult], *, markdown: bool = False) -> str:
                      for x in [head, *body])
 
 
+def causes_of(results: list[ScenarioResult]) -> list[str]:
+    return sorted({f.cause for r in results for f in r.faults})
+
+
+def table(results: list[ScenarioResult], *, markdown: bool = False, oracle: bool = False) -> str:
+    """One method: a row per cause and an overall row. `oracle`: the method was given
+    the fault times, so detection columns are shown as "-"."""
+    rows = [(c, summarize(results, cause=c)) for c in causes_of(results)] + [("overall", summarize(results))]
+    return _render(("cause",) + HEADERS, [_row(name, s, oracle=oracle) for name, s in rows], markdown=markdown)
+
+
+def comparison(by_method: dict[str, list[ScenarioResult]], *, oracle: frozenset[str] = frozenset(),
+               markdown: bool = False) -> list[tuple[str, str]]:
+    """Several methods on the same scenarios: (title, table) per cause, then overall;
+    each table has a row per method. Methods in `oracle` show "-" for detection columns."""
+    causes = sorted({c for results in by_method.values() for c in causes_of(results)})
+    out = []
+    for cause in [*causes, None]:
+        body = [_row(m, summarize(results, cause=cause), oracle=m in oracle) for m, results in by_method.items()]
+        out.append((cause or "overall", _render(("method",) + HEADERS, body, markdown=markdown)))
+    return out
+
+
 def misses(results: list[ScenarioResult]) -> list[str]:
     """One line per fault not ranked first, for a person to look into."""
     out = []
     for r in results:
         for f in r.faults:
             if f.rank != 1:
-                got = f"{f.top_cause} {f.top_entity}" if f.detected else "not detected"
+                got = f"{f.top_cause} {f.top_entity}" if f.top_cause else ("no cause" if f.detected else "not detected")
                 out.append(f"{r.scenario}: {f.cause} {f.entity}: rank {f.rank or '-'}; top-1 was {got}")
         if r.false_incidents:
             out.append(f"{r.scenario}: {r.false_incidents} false incident(s)")
