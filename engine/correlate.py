@@ -20,6 +20,7 @@ from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
 
 SURGE_RULE = "job_traffic_surge"
+SPREADING = ("congestion", "pfc_storm")  # causes whose effects travel hop by hop
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class Correlator:
     def _may_share(inc: Incident, s: Symptom, ctx: Context) -> bool:
         """Nearness alone may join a symptom to a ranked incident only if the symptom
         points at no cause of its own, at a cause the incident already ranks or of the
-        kind it leads with (congestion spreading), or at one that explains most of the
+        spreading kind it leads with (congestion, pause), or at one that explains most of the
         incident (the same fault, seen better). A symptom whose
         own cause is none of these is another fault that happens to be close (slow
         storage beside a pause storm), not part of this one."""
@@ -111,7 +112,7 @@ class Correlator:
             return True
         ranked = {(rc.cause, rc.entity) for rc in inc.root_causes}
         lead = inc.root_causes[0].cause
-        if any(h in ranked or h[0] == lead for h in own):  # the same kind of trouble, nearby
+        if any(h in ranked or (h[0] == lead and lead in SPREADING) for h in own):
             return True
         symptoms = list(inc.symptoms.values())
         total = sum(x.severity for x in symptoms) or 1.0

@@ -181,6 +181,8 @@ def _device_down(e: Entity, s: Symptom, ctx: Context) -> float:
         peer = ctx.topology.peer(s.entity.id)
         if s.device == e.id or (peer and device_of(peer) == e.id):
             return 1.0
+    if s.kind in CONGESTION_KINDS and ctx.near(s.device, e.id, 2):
+        return 0.6  # its traffic moved onto the surviving paths beside it
     if s.kind in ("nic_retransmit", "cnp_sender") and ctx.near(s.device, e.id, 2):
         return 0.3
     return 0.0
