@@ -181,7 +181,7 @@ class DetectStage:
     # --- checkpoints -------------------------------------------------------------------
     _STATE = ("stats", "reorder", "_unknown_fields", "_next_tick", "_events", "rejected")
     _DETECTOR = ("active", "hits", "last_seen", "silent", "clock", "unresolved_entities")
-    _SCORER = ("cutter", "streaks", "active", "online", "windows", "anomalies", "_out")
+    _SCORER = ("cutter", "smoother", "streaks", "active", "online", "windows", "anomalies", "_out")
 
     def snapshot(self) -> bytes:
         """All state, so a restarted worker continues exactly where this one was. Rules,

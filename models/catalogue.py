@@ -9,7 +9,12 @@ symptom enters correlation and ranking exactly as a rule symptom would (rank.py'
 
 `floor` is the smallest change that can matter for the feature (in its own unit), so an
 entity whose feature never moved in training (MAD 0) does not turn one stray error into
-an infinite score.
+an infinite score. It is deliberately small: each entity's own spread (its MAD) sets the
+scale wherever the feature varies.
+
+Every feature is scored at two horizons: its 5 s window mean, for faults that arrive at
+once, and an exponentially weighted mean over about a minute of windows (`_ewm`), whose
+lower noise shows a slow drift long before any single window stands out.
 """
 from __future__ import annotations
 
@@ -37,6 +42,15 @@ class ModelClass:
     def feature_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.features)
 
+    @property
+    def model_features(self) -> tuple[str, ...]:
+        """The columns a model of this class scores: each feature at both horizons."""
+        return self.feature_names + tuple(f"{n}{EWM_SUFFIX}" for n in self.feature_names)
+
+
+EWM_SUFFIX = "_ewm"
+EWM_ALPHA = 1 / 12  # weight of the newest window: about a minute of 5 s windows
+
 
 def _f(name, symptom, family, floor, opens=True) -> ModelFeature:
     return ModelFeature(name, symptom, family, float(floor), opens)
@@ -48,29 +62,29 @@ CLASSES: dict[str, ModelClass] = {
         ModelClass("switch_port", "switch_port", "interface", "{host}:{interface}", (
             _f("if_in_errors_rate", "rx_errors", "errors", 0.5),
             _f("if_in_fec_not_correctable_frames_rate", "rx_errors", "errors", 0.5),
-            _f("if_in_fec_correctable_frames_rate", "rx_errors", "errors", 20),
-            _f("if_in_fec_symbol_errors_rate", "rx_errors", "errors", 20),
-            _f("pfc_tx_pkts_rate", "pfc_pause_tx", "pfc", 10),
-            _f("pfc_rx_pkts_rate", "pfc_pause_rx", "pfc", 10),
-            _f("ecn_marked_packets_rate", "ecn_marking", "congestion", 200),
+            _f("if_in_fec_correctable_frames_rate", "rx_errors", "errors", 2),
+            _f("if_in_fec_symbol_errors_rate", "rx_errors", "errors", 5),
+            _f("pfc_tx_pkts_rate", "pfc_pause_tx", "pfc", 2),
+            _f("pfc_rx_pkts_rate", "pfc_pause_rx", "pfc", 2),
+            _f("ecn_marked_packets_rate", "ecn_marking", "congestion", 50),
         )),
         ModelClass("queue", "switch_queue", "interface", "{host}:{interface}", (
-            _f("curr_occupancy_bytes", "queue_congested", "congestion", 200_000),
+            _f("curr_occupancy_bytes", "queue_congested", "congestion", 20_000),
             _f("dropped_packets_rate", "microburst", "microburst", 1),
         )),
         ModelClass("nic", "nic_port", "interface", "{host}:{interface}", (
-            _f("oob_rate", "nic_out_of_buffer", "nic", 10),
-            _f("rx_discards_phy_rate", "nic_discards", "nic", 10),
-            _f("pci_stall", "nic_pcie_stall", "nic", 1),
+            _f("oob_rate", "nic_out_of_buffer", "nic", 5),
+            _f("rx_discards_phy_rate", "nic_discards", "nic", 5),
+            _f("pci_stall", "nic_pcie_stall", "nic", 0.05),
             _f("retrans_rate", "nic_retransmit", "nic", 0.5, opens=False),
-            _f("tx_pause_rate", "pfc_pause_tx", "pfc", 10),
+            _f("tx_pause_rate", "pfc_pause_tx", "pfc", 2),
             _f("rx_crc_errors_phy_rate", "rx_errors", "errors", 0.5),
-            _f("rx_symbol_err_phy_rate", "rx_errors", "errors", 20),
+            _f("rx_symbol_err_phy_rate", "rx_errors", "errors", 5),
         )),
         ModelClass("storage", "storage", "storage", "{host}", (
-            _f("read_latency_ms", "storage_latency", "storage", 0.3),
-            _f("write_latency_ms", "storage_latency", "storage", 0.3),
-            _f("iops_in_progress", "storage_latency", "storage", 2),
+            _f("read_latency_ms", "storage_latency", "storage", 0.05),
+            _f("write_latency_ms", "storage_latency", "storage", 0.05),
+            _f("iops_in_progress", "storage_latency", "storage", 0.5),
         )),
     )
 }

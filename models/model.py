@@ -5,18 +5,18 @@
    one-sided robust score z = (x - median) / (1.4826 MAD + floor), clipped to [0, Z_CAP]:
    only a rise above the entity's own normal counts. Entities not seen in training use
    the class's pooled baseline (median of the entities' medians and scales).
-2. Forest. An IsolationForest learns which z vectors are usual for the class (several
-   features moving together can be usual, e.g. pause with load); its anomaly score
-   (`-score_samples`, in (0, 1], about 0.5 for ordinary points) must reach a threshold
-   set at the 95th percentile of the training windows' scores.
+2. Forest. An IsolationForest per class learns which z vectors occur in normal
+   operation; its anomaly score is `-score_samples`, in (0, 1], about 0.5 for ordinary
+   points. Its threshold is the highest score of any training window plus a margin.
 
-A window is anomalous when its largest z reaches `z_min` (magnitude: far above this
-entity's own normal) AND the forest scores it above the threshold (pattern: not one the
-class shows in normal operation). The two do different jobs: a forest cannot tell how
-far beyond the training data a point lies (its splits stop at the sample's range), and
-a z score alone cannot tell a usual combination of features from an unusual one. Only
-windows with some z >= z_min are given to the forest, so scoring costs almost nothing
-while the fabric is healthy.
+A window is anomalous when its largest z reaches `z_min` (far above this entity's own
+normal in some feature), or when its largest z reaches half of that and the forest finds
+it more isolated than every training window (a combination of moderate rises the class
+never shows). The forest adds detections and never vetoes one: it cannot see a feature
+that was constant in training (its trees never split on it), nor how far beyond the
+training range a point lies (splits stop at the sample's range), which is what the z
+scores measure. Only windows with some z >= z_min / 2 reach the forest, so scoring costs
+almost nothing while the fabric is healthy.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class ClassModel:
     # --- training -------------------------------------------------------------------
     @classmethod
     def fit(cls, name: str, features: tuple[str, ...], floors: list[float], keys: list[str],
-            values: np.ndarray, *, seed: int, z_min: float, quantile: float = 0.95,
+            values: np.ndarray, *, seed: int, z_min: float, margin: float = 0.02,
             max_rows: int = 20_000, trees: int = 100) -> ClassModel:
         """values: (windows, features) window means, keys: the entity of each row."""
         floors_a = np.asarray(floors, dtype=float)
@@ -83,7 +83,7 @@ class ClassModel:
                                      random_state=seed)
             forest.fit(sample)
             model.forest = forest
-            model.threshold = float(np.quantile(-forest.score_samples(sample), quantile))
+            model.threshold = float((-forest.score_samples(z)).max()) + margin
         return model
 
     # --- scoring --------------------------------------------------------------------
@@ -109,16 +109,17 @@ class ClassModel:
         """z scores of every row, and the verdicts of the anomalous rows."""
         meds, scales = zip(*(self.baseline(k, online) for k in keys))
         z = self._z(values, np.asarray(meds), np.asarray(scales))
-        suspect = np.flatnonzero(z.max(axis=1) >= self.z_min)
+        top = z.max(axis=1)
+        suspect = np.flatnonzero(top >= self.z_min / 2)
         out: list[Verdict] = []
         if len(suspect) == 0:
             return z, out
         if self.forest is None:
-            scores = np.ones(len(suspect))
+            scores = np.zeros(len(suspect))
         else:
             scores = -self.forest.score_samples(z[suspect])
         for i, s in zip(suspect, scores):
-            if s >= self.threshold:
+            if top[i] >= self.z_min or s >= self.threshold:
                 out.append(Verdict(keys[i], float(s), z[i], values[i]))
         return z, out
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.types import Entity, Symptom
 from models.catalogue import CLASSES
-from models.windows import WindowCutter, symptom_entity
+from models.windows import Smoother, WindowCutter, symptom_entity
 
 if TYPE_CHECKING:  # the store imports scikit-learn; scoring itself needs only numpy
     from models.store import ModelSet
@@ -54,6 +54,7 @@ class ModelScorer:
     learn_rate: float = 0.0
     learn_below: float = 2.0
     cutter: WindowCutter = field(init=False)
+    smoother: Smoother = field(default_factory=Smoother)
     streaks: dict[tuple[str, str], _Streak] = field(default_factory=dict)
     active: dict[tuple[str, str], Symptom] = field(default_factory=dict)
     online: dict[str, dict] = field(default_factory=dict)  # class -> key -> (median, scale)
@@ -100,7 +101,7 @@ class ModelScorer:
             if model is None:
                 continue
             keys = [slot.key for slot, _ in items]
-            values = np.asarray([means for _, means in items], dtype=float)
+            values = np.asarray([self.smoother.row(slot.key, means) for slot, means in items], dtype=float)
             online = self.online.setdefault(cls, {}) if self.learn_rate else None
             z, verdicts = model.score(keys, values, online)
             slots = {slot.key: slot for slot, _ in items}
@@ -132,7 +133,7 @@ class ModelScorer:
 
     def _symptom(self, cls: str, slot, verdict, start: float) -> Symptom:
         c = CLASSES[cls]
-        top = c.features[int(np.argmax(verdict.z))]
+        top = c.features[int(np.argmax(verdict.z)) % len(c.features)]
         eid = symptom_entity(c, verdict.key)
         rule = rule_id(cls, top.symptom)
         return Symptom(key=f"{rule}@{verdict.key}@{start:.3f}", kind=top.symptom, family=top.family,
@@ -141,7 +142,7 @@ class ModelScorer:
 
     @staticmethod
     def _evidence(sym: Symptom, cls: str, verdict) -> None:
-        names = CLASSES[cls].feature_names
+        names = CLASSES[cls].model_features
         m = sym.metrics
         m["anomaly_score"] = max(m.get("anomaly_score", 0.0), round(verdict.score, 4))
         for i in np.argsort(-verdict.z)[:REPORTED]:

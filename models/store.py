@@ -19,7 +19,7 @@ import joblib
 import numpy
 import sklearn
 
-from models.catalogue import CLASSES
+from models.catalogue import CLASSES, EWM_ALPHA
 from models.model import ClassModel
 
 FORMAT = 1
@@ -41,7 +41,7 @@ class ModelSet:
         out: set[str] = set()
         for c in self.classes.values():
             if CLASSES[c.cls].measurement == measurement:
-                out |= set(c.features)
+                out |= set(CLASSES[c.cls].feature_names)
         return frozenset(out)
 
     def describe(self) -> str:
@@ -64,7 +64,8 @@ def save(models: ModelSet, out: Path, *, training: dict) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model_path = out / MODEL_FILE
-    joblib.dump({"format": FORMAT, "window_s": models.window_s, "classes": models.classes}, model_path,
+    joblib.dump({"format": FORMAT, "window_s": models.window_s, "ewm_alpha": EWM_ALPHA,
+                 "classes": models.classes}, model_path,
                 compress=3)
     digest = hashlib.sha256(model_path.read_bytes()).hexdigest()
     meta = {
@@ -72,6 +73,7 @@ def save(models: ModelSet, out: Path, *, training: dict) -> Path:
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "versions": _versions(),
         "window_s": models.window_s,
+        "ewm_alpha": EWM_ALPHA,
         "classes": {
             name: {"features": list(m.features), "entities": len(m.keys), "windows": m.windows,
                    "threshold": round(m.threshold, 6), "z_min": m.z_min}
@@ -116,9 +118,12 @@ def load(folder: Path) -> ModelSet:
     for name, info in (meta.get("classes") or {}).items():
         if name not in CLASSES:
             raise ModelError(f"{meta_path}: unknown entity class {name!r}; known: {', '.join(CLASSES)}")
-        if tuple(info.get("features", ())) != CLASSES[name].feature_names:
+        if tuple(info.get("features", ())) != CLASSES[name].model_features:
             raise ModelError(f"{meta_path}: class {name!r} was trained on features {info.get('features')}, "
-                             f"this fabric-rca scores {list(CLASSES[name].feature_names)}: retrain")
+                             f"this fabric-rca scores {list(CLASSES[name].model_features)}: retrain")
+    if meta.get("ewm_alpha") != EWM_ALPHA:
+        raise ModelError(f"{meta_path}: trained with a long-horizon weight of {meta.get('ewm_alpha')}, "
+                         f"this fabric-rca uses {EWM_ALPHA}: retrain")
     data = model_path.read_bytes()
     if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
         raise ModelError(f"{model_path}: checksum does not match {META_FILE} (truncated or changed "

@@ -22,7 +22,7 @@ from engine.types import rfc3339
 from models.catalogue import CLASSES
 from models.model import ClassModel
 from models.store import ModelSet
-from models.windows import WindowCutter
+from models.windows import Smoother, WindowCutter
 
 DEFAULT_WINDOW_S = 5.0
 DEFAULT_Z_MIN = 6.0
@@ -37,7 +37,7 @@ class TrainingData:
     """Window rows per class, collected from a stream of records."""
 
     window_s: float = DEFAULT_WINDOW_S
-    topology: Topology | None = None
+    topologies: list[Topology] | None = None  # records of devices in none of them are skipped
     rows: dict[str, list[tuple[str, list[float]]]] = field(default_factory=dict)
     records: int = 0
     rejects: int = 0
@@ -50,6 +50,7 @@ class TrainingData:
         self._extract = FeatureExtractor({c.measurement: plan(c.measurement, frozenset(c.feature_names))
                                           for c in CLASSES.values()})
         self._cut = WindowCutter(self.window_s)
+        self._smooth = Smoother()
         self._known: dict[str, bool] = {}
 
     def feed(self, line: bytes) -> None:
@@ -75,10 +76,10 @@ class TrainingData:
             if not feats:
                 continue
             host = m.tags.get("host", "")
-            if self.topology is not None:
+            if self.topologies:
                 known = self._known.get(host)
                 if known is None:
-                    known = self._known[host] = self.topology.role(host) is not None
+                    known = self._known[host] = any(t.role(host) is not None for t in self.topologies)
                 if not known:
                     self.foreign += 1
                     continue
@@ -87,44 +88,55 @@ class TrainingData:
     def _close(self, now: float) -> None:
         _, rows = self._cut.close(now)
         for cls, items in rows.items():
-            self.rows.setdefault(cls, []).extend((slot.key, means) for slot, means in items)
+            self.rows.setdefault(cls, []).extend((slot.key, self._smooth.row(slot.key, means))
+                                                 for slot, means in items)
 
 
-def train(files: list[Path], *, topology: Topology | None = None, window_s: float = DEFAULT_WINDOW_S,
+def train(files: list[Path], *, topologies: list[Topology] | None = None, window_s: float = DEFAULT_WINDOW_S,
           seed: int = 0, z_min: float = DEFAULT_Z_MIN,
           progress: Callable[[TrainingData], None] | None = None) -> tuple[ModelSet, dict]:
-    """A model set learned from `files`, and a description of the training for the metadata."""
+    """A model set learned from `files`, and a description of the training for the metadata.
+    Each file is its own stream (its own event-time order): recordings of several fabrics
+    or of several days may cover the same or overlapping times."""
     if window_s <= 0:
         raise TrainingError("--window-s must be positive")
     paths = check_files(files)
-    data = TrainingData(window_s, topology)
+    streams = []
     for path in paths:
+        data = TrainingData(window_s, topologies)
         for n, line in enumerate(open_lines(path), 1):
             data.feed(line)
             if progress and n % 50_000 == 0:
                 progress(data)
-    data.finish()
-    if progress:
-        progress(data)
-    if not data.rows:
+        data.finish()
+        if progress:
+            progress(data)
+        streams.append(data)
+    rows: dict[str, list] = {}
+    for data in streams:
+        for cls, items in data.rows.items():
+            rows.setdefault(cls, []).extend(items)
+    if not rows:
         raise TrainingError("no usable telemetry for any model class (switch_port, switch_queue, nic_port, "
                             "storage) in " + ", ".join(str(p) for p in paths))
     classes = {}
-    for name, rows in sorted(data.rows.items()):
+    for name, items in sorted(rows.items()):
         c = CLASSES[name]
-        keys = [k for k, _ in rows]
-        values = np.asarray([v for _, v in rows], dtype=float)
-        classes[name] = ClassModel.fit(name, c.feature_names, [f.floor for f in c.features], keys, values,
+        keys = [k for k, _ in items]
+        values = np.asarray([v for _, v in items], dtype=float)
+        floors = [f.floor for f in c.features] * 2  # both horizons
+        classes[name] = ClassModel.fit(name, c.model_features, floors, keys, values,
                                        seed=seed, z_min=z_min)
-    span = (data.last or 0.0) - (data.first or 0.0)
+    firsts = [d.first for d in streams if d.first is not None]
+    lasts = [d.last for d in streams if d.last is not None]
     training = {
         "files": [str(p) for p in paths],
-        "records": data.records,
-        "rejects": data.rejects,
-        "foreign_records": data.foreign,
-        "from": rfc3339(data.first),
-        "to": rfc3339(data.last),
-        "seconds": round(span, 3),
+        "records": sum(d.records for d in streams),
+        "rejects": sum(d.rejects for d in streams),
+        "foreign_records": sum(d.foreign for d in streams),
+        "from": rfc3339(min(firsts)) if firsts else None,
+        "to": rfc3339(max(lasts)) if lasts else None,
+        "seconds": round(sum((d.last or 0.0) - (d.first or 0.0) for d in streams), 3),
         "seed": seed,
         "z_min": z_min,
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from models.catalogue import BY_MEASUREMENT, ModelClass
+from models.catalogue import BY_MEASUREMENT, EWM_ALPHA, ModelClass
 
 NAN = float("nan")
 
@@ -95,3 +95,25 @@ class WindowCutter:
             slot.counts = [0] * n
         self.start = now // self.window_s * self.window_s
         return start, rows
+
+
+@dataclass
+class Smoother:
+    """The long horizon: per entity, an exponentially weighted mean of its window means
+    (NaN, a feature not reported in a window, leaves it unchanged). `row` returns the
+    window's means followed by the smoothed ones: the vector a model scores."""
+
+    alpha: float = EWM_ALPHA
+    state: dict[str, list[float]] = field(default_factory=dict)
+
+    def row(self, key: str, means: list[float]) -> list[float]:
+        ewm = self.state.get(key)
+        if ewm is None:
+            ewm = self.state[key] = list(means)
+        else:
+            a = self.alpha
+            for i, x in enumerate(means):
+                if x == x:  # not NaN
+                    e = ewm[i]
+                    ewm[i] = x if e != e else e + a * (x - e)
+        return means + ewm
