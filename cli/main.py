@@ -1,4 +1,4 @@
-"""`fabric-rca`: replay, incidents, serve, simulate, evaluate, rules check, demo."""
+"""`fabric-rca`: replay, incidents, serve, simulate, evaluate, train, rules check, worker, demo."""
 from __future__ import annotations
 
 import argparse
@@ -30,9 +30,16 @@ def cmd_replay(args) -> int:
     from engine.replay import replay
     from engine.topology import load_topology
 
+    from cli.run import load_models
+
     topology = load_topology(args.topology)
-    config = EngineConfig(lateness_s=args.lateness, correlation=CorrelationConfig(resolve_after_s=args.resolve_after))
-    pipeline = build_pipeline(topology=topology, jobs_file=args.jobs, rule_files=args.rules, config=config)
+    models = load_models(args.models)
+    config = EngineConfig(lateness_s=args.lateness, correlation=CorrelationConfig(resolve_after_s=args.resolve_after),
+                          learn_rate=args.learn_rate if models is not None else 0.0)
+    pipeline = build_pipeline(topology=topology, jobs_file=args.jobs, rule_files=args.rules, config=config,
+                              models=models)
+    if models is not None and not args.quiet:
+        print(f"anomaly models from {args.models}: {models.describe()}", file=sys.stderr)
     db_url = _db(args)
     sink = StoreSink(db_url, topology=topology.to_dict())
     progress = Progress(enabled=False if args.quiet else None)
@@ -76,15 +83,42 @@ def _replay_to_kafka(args) -> int:
     return 0
 
 
+def cmd_train(args) -> int:
+    from engine.topology import load_topology
+    from models.store import save
+    from models.train import train
+
+    topologies = [load_topology(t) for t in args.topology]
+    show = sys.stderr.isatty() and not args.quiet
+
+    def progress(data) -> None:
+        if show:
+            sys.stderr.write(f"\r{data.records:,} records read   ")
+            sys.stderr.flush()
+
+    models, training = train(args.from_files, topologies=topologies, window_s=args.window_s, seed=args.seed,
+                             z_min=args.z_min, progress=progress)
+    if show:
+        sys.stderr.write("\n")
+    meta = save(models, args.out, training=training)
+    print(f"trained on {training['records']:,} records ({training['from']} .. {training['to']}): "
+          f"{models.describe()}")
+    if training["foreign_records"]:
+        print(f"  skipped {training['foreign_records']:,} records of devices in no topology given")
+    print(f"  wrote {args.out} (metadata: {meta})")
+    return 0
+
+
 def cmd_worker(args) -> int:
     from streams.app import run_worker
     from streams.settings import WorkerSettings
     from streams.topics import parse_bootstrap
 
     env = os.environ
-    if args.models or env.get("FABRIC_RCA_MODELS"):
-        raise CliError("anomaly models are not available in this version yet; run without --models "
-                       "(the engine diagnoses with its rules)")
+    models = args.models or env.get("FABRIC_RCA_MODELS")
+    if models:
+        from cli.run import load_models
+        load_models(Path(models))  # fail now, with the reason, rather than inside the worker
     bootstrap = args.bootstrap or env.get("FABRIC_RCA_BOOTSTRAP")
     topology = args.topology or env.get("FABRIC_RCA_TOPOLOGY")
     if not bootstrap or not topology:
@@ -94,7 +128,8 @@ def cmd_worker(args) -> int:
         bootstrap=parse_bootstrap(bootstrap), db_url=_db(args), topology=Path(topology),
         jobs_file=Path(jobs) if jobs else None, rule_files=tuple(args.rules or ()),
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
-        data_dir=Path(args.data_dir),
+        data_dir=Path(args.data_dir), models_dir=Path(models) if models else None,
+        learn_rate=args.learn_rate if models else 0.0,
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
     run_worker(settings)
@@ -142,61 +177,220 @@ def cmd_serve(args) -> int:
 
 
 def cmd_simulate(args) -> int:
+    import time
+
     import sim
 
-    if args.suite:
-        paths = sim.simulate_suite(out=args.out, seed=args.seed)
-        print(f"wrote {len(paths)} scenarios under {args.out}")
+    if args.suite is not None:
+        out = Path(args.suite) if args.suite else args.out
+        if out is None:
+            raise CliError("--suite needs a folder: --suite DIR (or --suite --out DIR)")
+        total, t0 = 0, time.perf_counter()
+
+        def done(entry, truth, seconds: float) -> None:
+            nonlocal total
+            total += truth["records"]
+            faults = len(truth["faults"])
+            print(f"  {entry.name:<40} {truth['records']:>10,} records  {faults} fault(s)  "
+                  f"{truth['hosts']:>4} hosts  {seconds:6.1f} s", flush=True)
+
+        paths = sim.simulate_suite(out=out, seed=args.seed, only=args.only, on_entry=done)
+        print(f"wrote {len(paths)} scenarios under {out}: {total:,} records in "
+              f"{time.perf_counter() - t0:.0f} s")
         return 0
     if not args.scenario:
-        raise CliError(f"--scenario is required (one of: {', '.join(sim.SCENARIOS)}) unless --suite is given")
-    truth = sim.simulate(out=args.out, scenario=args.scenario, seed=args.seed, duration=args.duration)
+        raise CliError(f"--scenario is required (one of: {', '.join(sim.ALL_SCENARIOS)}) unless --suite is given")
+    if args.out is None:
+        raise CliError("--out DIR is required with --scenario")
+    truth = sim.simulate(out=args.out, scenario=args.scenario, seed=args.seed, duration=args.duration,
+                         intensity=args.intensity, target=args.target, fabric=args.fabric)
     print(f"wrote scenario {args.scenario!r} ({truth['records']:,} records, {len(truth['faults'])} fault(s)) to {args.out}")
     return 0
 
 
-def cmd_evaluate(args) -> int:
-    from cli.run import find_scenarios, replay_scenario
-    from engine.evaluate import misses, score_scenario, table
+def _fabric_spec(text: str):
+    """SPINESxLEAVESxHOSTS_PER_LEAF[xSTORAGE_HOSTS], e.g. 8x32x16x4."""
+    from sim import FabricSpec
+    try:
+        parts = [int(x) for x in text.lower().split("x")]
+        if len(parts) not in (3, 4):
+            raise ValueError
+        return FabricSpec(*parts)
+    except (TypeError, ValueError) as exc:
+        detail = f": {exc}" if str(exc) else ""
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not SPINESxLEAVESxHOSTS[xSTORAGE] (e.g. 8x32x16x4){detail}") from None
 
-    results = []
+
+def cmd_evaluate(args) -> int:
+    import time
+
+    from cli.run import baseline_scenario, find_scenarios, replay_scenario
+    from engine.evaluate import comparison, misses, score_scenario, table
+
+    methods = _evaluate_methods(args)
+    engine = [m for m in methods if m in ENGINE_METHODS]
+    baselines = [m for m in methods if m not in ENGINE_METHODS]
+    results: dict[str, list] = {m: [] for m in methods}
+    seconds: dict[str, float] = {m: 0.0 for m in methods}
     for folder in find_scenarios(args.dirs):
-        truth, incidents, stats = replay_scenario(folder, rule_files=args.rules)
-        results.append(score_scenario(truth, incidents))
-        print(f"  {folder.name}: {stats.records:,} records, {len(incidents)} incident(s)", file=sys.stderr)
-    print(table(results))
-    for line in misses(results):
-        print("  miss: " + line)
+        notes, records = [], 0
+        for method in engine:
+            kwargs = {"models_dir": args.models} if method == "models" else {}
+            t = time.perf_counter()
+            truth, incidents, stats = replay_scenario(folder, rule_files=args.rules, **kwargs)
+            seconds[method] += time.perf_counter() - t
+            results[method].append(score_scenario(truth, incidents))
+            records = stats.records
+            notes.append(f"{method}: {len(incidents)} incident(s)")
+        if baselines:
+            t = time.perf_counter()
+            truth, by_method, read = baseline_scenario(folder, baselines)
+            records = records or read
+            spent = time.perf_counter() - t
+            for method in baselines:
+                seconds[method] += spent  # one pass over the telemetry serves every baseline
+                results[method].append(score_scenario(truth, by_method[method]))
+            notes.append(f"{'/'.join(baselines)}: {len(truth.get('faults', []))} fault time(s) given")
+        print(f"  {folder.name}: {records:,} records; {'; '.join(notes)}", file=sys.stderr, flush=True)
+    oracle = frozenset(baselines)
+    if len(methods) == 1:
+        (method,) = methods
+        print(table(results[method], oracle=method in oracle))
+        for line in misses(results[method]):
+            print("  miss: " + line)
+    else:
+        for title, text in comparison(results, oracle=oracle):
+            print(f"\n{title}\n{text}")
+        print()
+        for method in engine:
+            for line in misses(results[method]):
+                print(f"  miss ({method}): " + line)
+        for method in baselines:
+            bad = sum(1 for r in results[method] for f in r.faults if f.rank != 1)
+            total = sum(len(r.faults) for r in results[method])
+            print(f"  {method}: {bad} of {total} fault(s) not ranked first (--methods {method} lists them)")
+    print("time: " + ", ".join(f"{m} {seconds[m]:.1f} s" for m in methods)
+          + (f" ({'+'.join(baselines)} share one read of the telemetry)" if len(baselines) > 1 else ""),
+          file=sys.stderr)
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(_accuracy_doc(results, args))
+        args.write.write_text(_accuracy_doc(results, args, methods=methods, seconds=seconds))
         print(f"wrote {args.write}", file=sys.stderr)
     return 0
 
 
-def _accuracy_doc(results, args) -> str:
-    from engine.evaluate import misses, table
+_METHOD_ABOUT = {
+    "rules": "the engine as `fabric-rca replay` runs it, with its rule catalogue (`rules/catalogue/`) and no "
+             "anomaly models: it finds the faults itself, in event time.",
+    "models": "the engine with its rules and the anomaly models of `--models` (`fabric-rca train`).",
+}
+
+
+def _accuracy_doc(results: dict, args, *, methods: list[str], seconds: dict[str, float]) -> str:
+    from engine.evaluate import comparison, misses
+    from models.baselines import ANOMAL_S, METHODS as BASELINES, NORMAL_S
+
+    baselines = [m for m in methods if m in BASELINES]
+    command = "fabric-rca evaluate " + " ".join(str(d) for d in args.dirs)
+    if args.methods:
+        command += f" --methods {args.methods}"
+    if args.models:
+        command += f" --models {args.models}"
+    command += f" --write {args.write}"
+    first = next(iter(results.values()))
     lines = [
         "# Diagnosis accuracy",
         "",
-        "Generated by `fabric-rca evaluate " + " ".join(str(d) for d in args.dirs) + f" --write {args.write}` "
-        "on scenarios from `fabric-rca simulate --suite` (rules only, no anomaly models); "
-        "`scripts/accuracy` rebuilds the suite and this page in one command.",
-        "Expectations come from each scenario's `truth.json` (what the generator injected), not from the engine.",
+        f"Generated by `{command}` on scenarios from `fabric-rca simulate --suite`; "
+        "`scripts/accuracy` rebuilds the suite and this page in one command. "
+        "Expectations come from each scenario's `truth.json` (what the generator injected), not from any method.",
+        "",
+        "## Methods",
+        "",
+    ]
+    for m in methods:
+        about = _METHOD_ABOUT.get(m) or BASELINES[m].about + "."
+        lines.append(f"- `{m}`: {about}")
+    if baselines:
+        lines += [
+            "",
+            f"The baselines ({', '.join(f'`{m}`' for m in baselines)}) are published metric-ranking methods "
+            "(`models/baselines.py`; BARO: Pham, Ha, Zhang, FSE 2024; N-Sigma as in RCAEval, WWW 2025), "
+            "re-implemented in a few lines on scikit-learn's scalers as RCAEval's reference code does. "
+            "They are fed the same metrics as the engine: every numeric feature of every series, built by the "
+            "engine's own parser and feature extractor from the scenario's telemetry, one sample per second.",
+            "",
+            "**They are handed the answer to \"when\"**: as in RCAEval, each method gets the anomaly time (here "
+            f"each injected fault's start, from `truth.json`), compares the {NORMAL_S:.0f} s before it with the "
+            f"{ANOMAL_S:.0f} s after it, and opens exactly one incident per fault. The engine gets no such hint. "
+            "Their detection recall, incident precision, false incidents and detection delay therefore mean "
+            "nothing and are shown as \"-\"; judge them on top-1/top-3 and affected jobs (computed by the "
+            "engine's impact code from their top-1 cause).",
+            "",
+            "A ranked metric (entity, feature) becomes a contract root cause by a fixed table of feature "
+            "families (`FAMILIES` in `models/baselines.py`): CRC/FEC/symbol errors -> `link_degraded` on the "
+            "port's link; carrier / link-down counters -> `link_flap` on the link; PFC pause sent -> "
+            "`pfc_storm` on the sender (pause received: on the peer); queue occupancy, ECN, WRED, drops and "
+            "traffic -> `congestion` on the egress port; watermark peaks and What Just Happened buffer drops "
+            "-> `microburst`; NIC out-of-buffer, discards, PCIe stalls, retransmissions -> `nic_degraded`; "
+            "storage latency and I/O -> `storage_slow`; any metric of a switch that stopped reporting -> "
+            "`device_down`. `noisy_neighbor` is out of their reach: no metric is per job. Missing samples "
+            "count as 0 (RCAEval's fillna); `baro` and `nsigma` score only rises (max z, as RCAEval does), so "
+            "the fall of a switch that stops earns nothing; `--methods baro_abs,nsigma_abs` (max |z|) scores "
+            "falls too. When faults overlap, an incident counts for the fault whose cause it ranks best, so a "
+            "baseline incident that names the other fault leaves its own fault \"not detected\".",
+        ]
+    lines += [
+        "",
+        "## Results",
         "",
         "Columns: detection recall; top-1/top-3 root-cause accuracy (cause and entity); incident precision "
         "(incidents that are the one incident of an injected fault / all incidents); false incidents per hour "
         "of clean telemetry; affected-job precision/recall/F1; detection delay (`detected_at` minus fault start, "
         "event time).",
         "",
-        table(results, markdown=True),
+    ]
+    for title, text in comparison(results, oracle=frozenset(baselines), markdown=True):
+        lines += [f"### {title}", "", text, ""]
+    lines += [
+        "Scenarios: " + ", ".join(f"`{r.scenario}`" for r in first) + ".",
         "",
-        "Scenarios: " + ", ".join(f"`{r.scenario}`" for r in results) + ".",
+        "Time (this machine, all scenarios): " + ", ".join(f"`{m}` {seconds[m]:.1f} s" for m in methods)
+        + (" (the baselines share one read of the telemetry)." if len(baselines) > 1 else "."),
+        "",
+        "## Misses",
         "",
     ]
-    bad = misses(results)
-    lines += ["Misses:", ""] + [f"- {m}" for m in bad] if bad else ["Misses: none."]
-    return "\n".join(lines) + "\n"
+    for m in methods:
+        bad = misses(results[m])
+        lines += [f"`{m}`:" + (" none." if not bad else ""), ""]
+        if bad:
+            lines += [f"- {x}" for x in bad] + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+ENGINE_METHODS = ("rules", "models")  # the engine's own diagnosis, replayed as `replay` runs it
+DEFAULT_METHODS = ("rules", "baro", "nsigma")
+
+
+def _evaluate_methods(args) -> list[str]:
+    """The methods asked for, checked: engine methods first, then baselines."""
+    from models.baselines import METHODS as BASELINES
+
+    if args.methods:
+        names = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
+    else:
+        names = list(DEFAULT_METHODS) + (["models"] if args.models else [])
+    known = [*ENGINE_METHODS, *BASELINES]
+    unknown = [m for m in names if m not in known]
+    if unknown or not names:
+        raise CliError(f"unknown method(s) {', '.join(unknown) or '(none)'}; known: {', '.join(known)}")
+    if "models" in names and not args.models:
+        raise CliError("method 'models' (rules + anomaly models) needs --models DIR")
+    if args.models and "models" not in names:
+        raise CliError("--models is given but 'models' is not in --methods")
+    return sorted(names, key=lambda m: (m not in ENGINE_METHODS, known.index(m)))
 
 
 def cmd_rules_check(args) -> int:
@@ -211,6 +405,16 @@ def cmd_rules_check(args) -> int:
 def cmd_demo(args) -> int:
     from cli.demo import run_demo
     return run_demo(out=args.out, port=args.port, serve=not args.no_serve, seed=args.seed)
+
+
+def _unit(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 0 and below 1")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -243,6 +447,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
     r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
     r.add_argument("--jobs-topic", default="fabric.jobs", help="jobs topic for --to-kafka")
+    r.add_argument("--models", type=Path, metavar="DIR", help="anomaly models trained by `fabric-rca train` "
+                   "(default: rules only)")
+    r.add_argument("--learn-rate", type=_unit, default=0.0, metavar="RATE",
+                   help="with --models: keep learning entities' baselines online from normal windows, "
+                        "this fraction of a scale per window (e.g. 0.01; default 0: as trained)")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=cmd_replay)
@@ -263,16 +472,28 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_serve)
 
     g = sub.add_parser("simulate", help="generate a scenario: topology, jobs, telemetry and truth")
-    g.add_argument("--out", type=Path, required=True)
-    g.add_argument("--scenario")
+    g.add_argument("--out", type=Path, help="folder for one scenario (with --scenario)")
+    g.add_argument("--scenario", help="scenario name (an unknown name lists them all)")
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("--duration", type=float, help="seconds of event time (default: the scenario's)")
-    g.add_argument("--suite", action="store_true", help="write every scenario under OUT/<name>/")
+    g.add_argument("--intensity", choices=("strong", "medium", "weak"), default="strong",
+                   help="how loud the fault is (default strong)")
+    g.add_argument("--target", help="where the fault sits: a host, NIC, switch port, link, switch, "
+                                    "storage host or job id, as the scenario takes")
+    g.add_argument("--fabric", type=_fabric_spec, metavar="SxLxH[xST]",
+                   help="spines x leaves x hosts per leaf [x storage hosts] (default 2x4x4x2)")
+    g.add_argument("--suite", nargs="?", const="", metavar="DIR",
+                   help="build the scenario suite, one folder per entry under DIR (or --out)")
+    g.add_argument("--only", metavar="GLOB", help="with --suite: only the entries whose name matches")
     g.set_defaults(fn=cmd_simulate)
 
     e = sub.add_parser("evaluate", help="replay scenarios and score the diagnosis against their truth")
     e.add_argument("dirs", nargs="+", type=Path, metavar="DIR")
     e.add_argument("--rules", type=Path, action="append")
+    e.add_argument("--methods", metavar="M,M...",
+                   help="comma-separated: rules, models (needs --models), baro, nsigma, baro_abs, nsigma_abs "
+                        "(default: rules,baro,nsigma, and models with --models); one table per cause, a row per method")
+    e.add_argument("--models", type=Path, metavar="DIR", help="anomaly models folder, for the method 'models'")
     e.add_argument("--write", type=Path, help="also write the results as Markdown (e.g. docs/accuracy.md)")
     e.set_defaults(fn=cmd_evaluate)
 
@@ -288,7 +509,10 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--topology", help="topology file (or FABRIC_RCA_TOPOLOGY)")
     w.add_argument("--jobs", help="job file to preload (or FABRIC_RCA_JOBS); jobs also arrive on fabric.jobs")
     w.add_argument("--rules", type=Path, action="append")
-    w.add_argument("--models", type=Path, help="anomaly models folder (not available yet: the engine runs on rules)")
+    w.add_argument("--models", type=Path, help="anomaly models folder from `fabric-rca train` (or FABRIC_RCA_MODELS; "
+                   "default: rules only)")
+    w.add_argument("--learn-rate", type=_unit, default=0.0, metavar="RATE",
+                   help="with --models: online learning of baselines from normal windows (default 0: as trained)")
     w.add_argument("--topic-prefix", default="", help="prefix every topic and the consumer group (tests, shared brokers)")
     w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
     w.add_argument("--metrics-bind", default="127.0.0.1")
@@ -296,6 +520,19 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--loglevel", default="WARNING", help="WARNING (default: quiet), INFO or DEBUG")
     w.add_argument("--log-format", choices=("json", "text"), default="json", help="structured JSON lines (default)")
     w.set_defaults(fn=cmd_worker)
+
+    tr = sub.add_parser("train", help="learn anomaly models from recorded (mostly clean) telemetry")
+    tr.add_argument("--from", dest="from_files", nargs="+", type=Path, required=True, metavar="FILE",
+                    help=".jsonl or .jsonl.gz telemetry to learn normal behaviour from")
+    tr.add_argument("--topology", type=Path, required=True, action="append",
+                    help="the fabric the telemetry comes from (repeat for telemetry of several fabrics)")
+    tr.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for the models and metadata.json")
+    tr.add_argument("--window-s", type=_positive, default=5.0, help="feature window in seconds of event time (default 5)")
+    tr.add_argument("--z-min", type=_positive, default=6.0,
+                    help="robust score a feature must reach before a window can be anomalous (default 6)")
+    tr.add_argument("--seed", type=int, default=0, help="random seed of the forests (same data + seed: same models)")
+    tr.add_argument("--quiet", action="store_true", help="no progress")
+    tr.set_defaults(fn=cmd_train)
 
     t = sub.add_parser("topics", help="Kafka topics")
     tsub = t.add_subparsers(dest="topics_command", required=True)
@@ -327,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.fn(args)
     except (CliError, TopologyError, RuleError, JobError, ReplayError, StoreError, KafkaUnavailable, PublishError,
-            ValueError, FileNotFoundError) as exc:
+            ValueError, FileNotFoundError) as exc:  # ValueError includes ModelError and TrainingError
         print(f"fabric-rca {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

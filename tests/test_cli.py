@@ -2,9 +2,9 @@
 from cli.main import main
 
 
-def test_worker_refuses_models_it_cannot_use_yet(capsys):
-    assert main(["worker", "--bootstrap", "127.0.0.1:1", "--topology", "t.dot", "--models", "m"]) == 2
-    assert "anomaly models are not available" in capsys.readouterr().err
+def test_worker_refuses_a_models_folder_it_cannot_load(capsys, tmp_path):
+    assert main(["worker", "--bootstrap", "127.0.0.1:1", "--topology", "t.dot", "--models", str(tmp_path / "m")]) == 2
+    assert "no such models folder" in capsys.readouterr().err
 
 
 def test_worker_needs_a_bootstrap_and_a_topology(capsys, monkeypatch):
