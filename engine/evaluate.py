@@ -8,6 +8,7 @@ that match no fault, are false incidents.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -32,6 +33,8 @@ class FaultResult:
     jobs_fn: int
     top_cause: str | None = None
     top_entity: str | None = None
+    onset: str = "abrupt"  # truth: "abrupt" or "gradual"
+    gray: bool = False  # truth: a gray failure (below the usual alarms)
 
 
 @dataclass
@@ -76,7 +79,8 @@ def score_scenario(truth: dict, incidents: list[dict]) -> ScenarioResult:
         truth_jobs = set(f.get("affected_jobs", []))
         if not mine:
             result.faults.append(FaultResult(truth["scenario"], f["cause"], f["entity"]["id"], False, None, None,
-                                             0, 0, len(truth_jobs)))
+                                             0, 0, len(truth_jobs), onset=f.get("onset", "abrupt"),
+                                             gray=bool(f.get("gray"))))
             continue
         rank, _, inc = mine[0]
         got = {j["job_id"] for j in inc["affected_jobs"]}
@@ -86,6 +90,7 @@ def score_scenario(truth: dict, incidents: list[dict]) -> ScenarioResult:
             ts(inc["detected_at"]) - f["start"] if inc.get("detected_at") else None,
             len(got & truth_jobs), len(got - truth_jobs), len(truth_jobs - got),
             top["cause"] if top else None, top["entity"]["id"] if top else None,
+            f.get("onset", "abrupt"), bool(f.get("gray")),
         ))
     return result
 
@@ -109,8 +114,11 @@ def _ratio(a: int, b: int) -> float | None:
     return a / b if b else None
 
 
-def summarize(results: list[ScenarioResult], *, cause: str | None = None) -> Summary:
-    faults = [f for r in results for f in r.faults if cause is None or f.cause == cause]
+def summarize(results: list[ScenarioResult], *, cause: str | None = None,
+              only: Callable[[FaultResult], bool] | None = None) -> Summary:
+    """Per cause (or overall), over the faults `only` keeps (default all)."""
+    faults = [f for r in results for f in r.faults
+              if (cause is None or f.cause == cause) and (only is None or only(f))]
     detected = [f for f in faults if f.detected]
     tp = sum(f.jobs_tp for f in faults)
     fp = sum(f.jobs_fp for f in faults)
@@ -120,7 +128,7 @@ def summarize(results: list[ScenarioResult], *, cause: str | None = None) -> Sum
         jp = jr = 1.0 if faults else None
     f1 = 2 * jp * jr / (jp + jr) if jp is not None and jr is not None and (jp + jr) else (0.0 if faults else None)
     delays = sorted(f.delay_s for f in detected if f.delay_s is not None)
-    if cause is None:
+    if cause is None and only is None:
         incidents = sum(r.incidents for r in results)
         false = sum(r.false_incidents for r in results)
         clean = [r for r in results if r.clean]
@@ -209,3 +217,61 @@ def misses(results: list[ScenarioResult]) -> list[str]:
         if r.false_incidents:
             out.append(f"{r.scenario}: {r.false_incidents} false incident(s)")
     return out
+
+
+# Issue 4's bar for rules + models on the full suite: (label, measure, comparison, bound).
+TARGETS = (
+    ("top-1", "top1", ">=", 0.95),
+    ("top-3", "top3", ">=", 0.99),
+    ("detection recall", "recall", ">=", 0.97),
+    ("incident precision", "precision", ">=", 0.95),
+    ("false incidents per hour of clean telemetry", "false_per_hour", "<=", 0.0),
+    ("affected-job F1", "job_f1", ">=", 0.95),
+    ("median detection delay, abrupt faults (s)", "delay_abrupt", "<=", 5.0),
+    ("median detection delay, gradual faults (s)", "delay_gradual", "<=", 60.0),
+)
+
+
+def _abrupt(f: FaultResult) -> bool:
+    return f.onset != "gradual"
+
+
+def _gradual(f: FaultResult) -> bool:
+    return f.onset == "gradual"
+
+
+def _gray(f: FaultResult) -> bool:
+    return f.gray
+
+
+def check_targets(results: list[ScenarioResult]) -> list[tuple[str, float | None, str, float, bool]]:
+    """(label, value, comparison, bound, met) for each target."""
+    s = summarize(results)
+    values = {c: getattr(s, c) for c in COLUMNS}
+    values["delay_abrupt"] = summarize(results, only=_abrupt).delay_median
+    values["delay_gradual"] = summarize(results, only=_gradual).delay_median
+    out = []
+    for label, key, op, bound in TARGETS:
+        v = values[key]
+        met = v is not None and (v >= bound if op == ">=" else v <= bound)
+        out.append((label, v, op, bound, met))
+    return out
+
+
+def onset_tables(by_method: dict[str, list[ScenarioResult]], *, oracle: frozenset[str] = frozenset(),
+                 markdown: bool = False) -> list[tuple[str, str]]:
+    """Gray failures, abrupt and gradual faults: (title, table) with a row per method."""
+    out = []
+    for title, only in (("gray failures", _gray), ("abrupt faults", _abrupt), ("gradual faults", _gradual)):
+        body = [_row(m, summarize(results, only=only), oracle=m in oracle) for m, results in by_method.items()]
+        if any(summarize(results, only=only).faults for results in by_method.values()):
+            out.append((title, _render(("method",) + HEADERS, body, markdown=markdown)))
+    return out
+
+
+def targets_text(results: list[ScenarioResult], *, markdown: bool = False) -> str:
+    lines = []
+    for label, v, op, bound, met in check_targets(results):
+        mark = "met" if met else "**MISS**" if markdown else "MISS"
+        lines.append(f"{'- ' if markdown else '  '}{label}: {_fmt(v)} (target {op} {_fmt(bound)}): {mark}")
+    return "\n".join(lines)
