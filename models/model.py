@@ -15,8 +15,9 @@ it more isolated than every training window (a combination of moderate rises the
 never shows). The forest adds detections and never vetoes one: it cannot see a feature
 that was constant in training (its trees never split on it), nor how far beyond the
 training range a point lies (splits stop at the sample's range), which is what the z
-scores measure. Only windows with some z >= z_min / 2 reach the forest, so scoring costs
-almost nothing while the fabric is healthy.
+scores measure. Only windows whose largest z lies between z_min / 2 and z_min reach the
+forest (above, the z score decides alone), so scoring costs almost nothing while the
+fabric is healthy.
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ MAD_K = 1.4826  # MAD -> standard deviation for normal data
 @dataclass
 class Verdict:
     key: str
-    score: float  # forest anomaly score in (0, 1]
+    z_max: float  # the largest robust score: how far above normal
+    forest: float | None  # the forest's anomaly score when it was consulted, in (0, 1]
     z: np.ndarray
     values: np.ndarray
 
@@ -110,17 +112,13 @@ class ClassModel:
         meds, scales = zip(*(self.baseline(k, online) for k in keys))
         z = self._z(values, np.asarray(meds), np.asarray(scales))
         top = z.max(axis=1)
-        suspect = np.flatnonzero(top >= self.z_min / 2)
-        out: list[Verdict] = []
-        if len(suspect) == 0:
-            return z, out
-        if self.forest is None:
-            scores = np.zeros(len(suspect))
-        else:
-            scores = -self.forest.score_samples(z[suspect])
-        for i, s in zip(suspect, scores):
-            if top[i] >= self.z_min or s >= self.threshold:
-                out.append(Verdict(keys[i], float(s), z[i], values[i]))
+        out = [Verdict(keys[i], float(top[i]), None, z[i], values[i]) for i in np.flatnonzero(top >= self.z_min)]
+        # The forest decides only between half and all of z_min: above, the z score alone does.
+        undecided = np.flatnonzero((top >= self.z_min / 2) & (top < self.z_min))
+        if len(undecided) and self.forest is not None:
+            for i, s in zip(undecided, -self.forest.score_samples(z[undecided])):
+                if s >= self.threshold:
+                    out.append(Verdict(keys[i], float(top[i]), float(s), z[i], values[i]))
         return z, out
 
     # --- online learning ------------------------------------------------------------

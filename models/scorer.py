@@ -4,7 +4,8 @@ The detector hands every record's features to `observe` and calls `advance(now)`
 event-time tick; when a window closes, each class's rows are scored in one batch. An
 entity anomalous in `hits` consecutive windows gets a symptom whose kind is that of its
 most deviating feature (so ranking applies the same physics as to a rule symptom), with
-the forest's score and the features that drove it as evidence; the symptom ends after
+its largest robust score, the forest's score when consulted, and the features that drove
+it as evidence; the symptom ends after
 `clear_windows` windows without an anomaly.
 
 With `learn_rate` > 0 the entities' baselines keep learning from windows judged clearly
@@ -142,9 +143,13 @@ class ModelScorer:
 
     @staticmethod
     def _evidence(sym: Symptom, cls: str, verdict) -> None:
+        """Peaks over the symptom's life: the largest robust score, the forest's score
+        when it was consulted, and the driving features with their values and z."""
         names = CLASSES[cls].model_features
         m = sym.metrics
-        m["anomaly_score"] = max(m.get("anomaly_score", 0.0), round(verdict.score, 4))
+        m["anomaly_z"] = max(m.get("anomaly_z", 0.0), round(verdict.z_max, 2))
+        if verdict.forest is not None:
+            m["forest_score"] = max(m.get("forest_score", 0.0), round(verdict.forest, 4))
         for i in np.argsort(-verdict.z)[:REPORTED]:
             z = float(verdict.z[i])
             if z <= 0:

@@ -35,6 +35,22 @@ def symptom_entity(cls: ModelClass, key: str) -> str:
     return key.split("/", 1)[0]
 
 
+def _compile_accumulate(names: tuple[str, ...]):
+    """acc(feats, sums, counts): add each numeric feature of `names` found in `feats` to
+    its running sum and count. Straight-line code, generated once per class: it runs for
+    every record the models see."""
+    src = ["def acc(feats, sums, counts):", "    g = feats.get"]
+    for i, n in enumerate(names):
+        src += [f"    v = g({n!r})", "    if v is not None and v.__class__ is not str:",
+                f"        sums[{i}] += v", f"        counts[{i}] += 1"]
+    namespace: dict = {}
+    exec(compile("\n".join(src), "<model windows>", "exec"), namespace)
+    return namespace["acc"]
+
+
+_ACCUMULATE = {c.name: _compile_accumulate(c.feature_names) for c in BY_MEASUREMENT.values()}
+
+
 @dataclass
 class Slot:
     """One entity's running sums for the open window."""
@@ -53,7 +69,6 @@ class WindowCutter:
     window_s: float = 5.0
     start: float | None = None  # start of the open window
     slots: dict[str, Slot] = field(default_factory=dict)  # series -> slot
-    _names: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def observe(self, measurement: str, series: str, tags: dict, ts: float, feats: dict) -> None:
         slot = self.slots.get(series)
@@ -66,15 +81,9 @@ class WindowCutter:
                 return
             n = len(cls.features)
             slot = self.slots[series] = Slot(cls.name, key, tags["host"], [0.0] * n, [0] * n)
-            self._names[cls.name] = cls.feature_names
         if self.start is None:
             self.start = ts // self.window_s * self.window_s
-        sums, counts = slot.sums, slot.counts
-        for i, name in enumerate(self._names[slot.cls]):
-            v = feats.get(name)
-            if v is not None and v.__class__ is not str:
-                sums[i] += v
-                counts[i] += 1
+        _ACCUMULATE[slot.cls](feats, slot.sums, slot.counts)
 
     def due(self, now: float) -> bool:
         return self.start is not None and now >= self.start + self.window_s

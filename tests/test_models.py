@@ -165,7 +165,8 @@ def test_models_flag_an_injected_fault_on_its_entity(trained, scenario_dir, scen
     assert mine, f"no model symptom on {entity}; got {[(s.rule, s.entity.id) for s in got]}"
     assert all(s.family == family for s in mine)
     assert all(fault["start"] - 5 <= s.start <= fault["end"] for s in mine)
-    assert all(s.metrics["anomaly_score"] > 0 and any(k.endswith("_z") for k in s.metrics) for s in mine)
+    assert all(s.metrics["anomaly_z"] >= 3 and any(k.endswith("_z") and k != "anomaly_z" for k in s.metrics)
+               for s in mine)
 
 
 def test_replay_with_models_finds_the_fault_and_nothing_else(trained, scenario_dir):
@@ -214,7 +215,10 @@ def test_saved_models_load_back_with_their_metadata(trained):
     for name, m in models.classes.items():
         probe = np.tile(m.pooled_med + 10 * m.pooled_scale, (2, 1))
         keys = ["x", "y"]
-        assert [v.score for v in back.classes[name].score(keys, probe)[1]] == [v.score for v in m.score(keys, probe)[1]]
+        assert [(v.z_max, v.forest) for v in back.classes[name].score(keys, probe)[1]] == \
+            [(v.z_max, v.forest) for v in m.score(keys, probe)[1]]
+        assert np.array_equal(back.classes[name].forest.score_samples(probe), m.forest.score_samples(probe))
+        assert back.classes[name].threshold == m.threshold
 
 
 def _copy(src: Path, dst: Path) -> Path:
