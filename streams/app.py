@@ -48,6 +48,7 @@ class Checkpoints:
         self.unacked: dict[str, list] = {}
         self.saved_at: dict[str, float] = {}
         self._cache: dict[str, tuple[int, bytes]] | None = None
+        self._delivering: dict[str, asyncio.Future] = {}  # key -> its latest snapshot's delivery
         self.restored = 0
 
     async def stage(self, key: str, make: Callable[[], DetectStage | CorrelateStage]):
@@ -86,29 +87,48 @@ class Checkpoints:
         return time.monotonic() - self.saved_at[key] >= self.settings.checkpoint_every_s
 
     async def save(self, key: str) -> None:
-        """Snapshot the stage, deliver everything it produced so far, then ack its input."""
+        """Snapshot the stage now; deliver everything it produced so far, the snapshot,
+        then ack its input in the background, so the agent goes on processing while the
+        broker confirms (deliveries of one stage stay in order: each waits for the last)."""
         events = self.unacked.get(key)
         if not events:
             return
         blob, offset = self.stages[key].snapshot(), self.covered[key]
         self.unacked[key] = []
         self.saved_at[key] = time.monotonic()
-        await self.app.producer.flush()
-        delivery = await self.topic.send(key=key.encode(), value=state.encode(offset, blob))
-        await delivery
+        previous = self._delivering.get(key)
+        self._delivering[key] = asyncio.ensure_future(self._deliver(previous, key, offset, blob, events))
+
+    async def _deliver(self, previous, key: str, offset: int, blob: bytes, events: list) -> None:
+        if previous is not None:
+            await previous  # a failed earlier delivery fails this one too: nothing is acked past it
+        try:
+            await self.app.producer.flush()
+            delivery = await self.topic.send(key=key.encode(), value=state.encode(offset, blob))
+            await delivery
+        except Exception:
+            log.exception("snapshot of %s at offset %d not delivered; its input stays unacked", key, offset)
+            raise
         for event in events:
             event.ack()
+
+    async def settle(self, keys: list[str]) -> None:
+        """Wait until the snapshots of `keys` taken so far are delivered (or failed)."""
+        pending = [self._delivering[k] for k in keys if k in self._delivering]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     async def drop(self, keys: list[str]) -> None:
         """Save, then let go of, the stages of partitions this worker no longer owns."""
         for key in keys:
             if key in self.stages:
                 await self.save(key)
+        await self.settle(keys)
         self.discard(keys)
 
     def discard(self, keys: list[str]) -> None:
         for key in keys:
-            for d in (self.stages, self.covered, self.unacked, self.saved_at):
+            for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering):
                 d.pop(key, None)
 
 
