@@ -39,6 +39,14 @@ def _peaks(peaks: dict[str, float], rule: Rule, feats: dict) -> None:
             peaks[f] = float(v)
 
 
+def end_all(symptoms: dict, out: list[Symptom]) -> None:
+    """End of input: every symptom in `symptoms` ends at its last sign, into `out`."""
+    for sym in symptoms.values():
+        sym.end = sym.last
+        out.append(sym)
+    symptoms.clear()
+
+
 def symptom_key(rule_id: str, entity_id: str, start: float) -> str:
     return f"{rule_id}@{entity_id}@{start:.3f}"
 
@@ -181,14 +189,8 @@ class Detector:
 
     def finish(self) -> None:
         """End of input: every active symptom ends at its last hit."""
-        for sym in self.active.values():
-            sym.end = sym.last
-            self._out.append(sym)
-        self.active.clear()
-        for sym in self.silent.values():
-            sym.end = sym.last
-            self._out.append(sym)
-        self.silent.clear()
+        end_all(self.active, self._out)
+        end_all(self.silent, self._out)
         if self.models is not None:
             self.models.finish()
             self._out.extend(self.models.drain())

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.detect import end_all
 from engine.types import Entity, Symptom
 from models.catalogue import CLASSES
 from models.windows import Smoother, WindowCutter, symptom_entity
@@ -89,10 +90,7 @@ class ModelScorer:
         return out
 
     def finish(self) -> None:
-        for sym in self.active.values():
-            sym.end = sym.last
-            self._out.append(sym)
-        self.active.clear()
+        end_all(self.active, self._out)
 
     # --- scoring ----------------------------------------------------------------------
     def _score(self, start: float, end: float, rows: dict) -> None:
