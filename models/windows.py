@@ -110,10 +110,14 @@ class WindowCutter:
 class Smoother:
     """The long horizon: per entity, an exponentially weighted mean of its window means
     (NaN, a feature not reported in a window, leaves it unchanged). `row` returns the
-    window's means followed by the smoothed ones: the vector a model scores."""
+    window's means followed by the smoothed ones: the vector a model scores. Until an
+    entity has `warmup` windows the smoothed values are NaN (not scored): a mean started
+    from one window is as noisy as that window, not as calm as the horizon."""
 
     alpha: float = EWM_ALPHA
+    warmup: int = round(1 / EWM_ALPHA)
     state: dict[str, list[float]] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)
 
     def row(self, key: str, means: list[float]) -> list[float]:
         ewm = self.state.get(key)
@@ -125,4 +129,5 @@ class Smoother:
                 if x == x:  # not NaN
                     e = ewm[i]
                     ewm[i] = x if e != e else e + a * (x - e)
-        return means + ewm
+        n = self.seen[key] = self.seen.get(key, 0) + 1
+        return means + (ewm if n >= self.warmup else [NAN] * len(ewm))
