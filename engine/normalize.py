@@ -13,6 +13,7 @@ try:  # orjson is several times faster; the standard parser is the fallback and 
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover
     _fast_loads = json.loads
+_CHECK_FLOATS = _fast_loads is json.loads  # orjson refuses NaN and Infinity itself
 
 from engine.types import Metric, Reject
 
@@ -69,6 +70,11 @@ class _NonFinite:
 
 
 JOB_PLACEMENT = "job_placement"
+_MISSING = object()
+_S_FIRST, _S_LAST = int(MIN_TS), int(MAX_TS)
+_NS_FIRST, _NS_LAST = _S_FIRST * 10**9, _S_LAST * 10**9
+_series: dict[tuple, str] = {}  # (name, *tag keys, *tag values) -> series key
+_SERIES_MEMO = 200_000  # series remembered at most (then forgotten all at once)
 _SCALARS = frozenset((int, float, str, bool))
 _STRINGS = frozenset((str,))
 
@@ -84,7 +90,12 @@ def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
         except (ValueError, UnicodeDecodeError) as exc:
             return [], [Reject("bad_json", str(exc), _text(line))]
         return parse_document(doc, line, check_floats=True)
-    return parse_document(doc, line, check_floats=_fast_loads is json.loads)
+    if doc.__class__ is dict and "name" in doc:  # the common case, without a call more
+        result = parse_metric(doc, check_floats=_CHECK_FLOATS)
+        if result.__class__ is Metric:
+            return [result], []
+        return [], [Reject(result[0], result[1], _text(line))]
+    return parse_document(doc, line, check_floats=_CHECK_FLOATS)
 
 
 def parse_document(doc: object, raw: bytes | str = "", *, check_floats: bool = True) -> tuple[list[Metric], list[Reject]]:
@@ -147,14 +158,34 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
         for k, v in fields.items():
             if v.__class__ is float and not _isfinite(v):
                 return "non_finite_field", f"field {k!r} is {v}"
-    if "timestamp" not in doc:
+    ts = doc.get("timestamp", _MISSING)
+    # Integer seconds or nanoseconds of 2000..2100 need no more than a division (the
+    # same float arithmetic as `seconds`); anything else goes through `seconds`.
+    if ts.__class__ is int and _NS_FIRST <= ts <= _NS_LAST:
+        ts = ts / 1e9
+    elif ts.__class__ is int and _S_FIRST <= ts <= _S_LAST:
+        ts = float(ts)
+    elif ts is _MISSING:
         return "missing_timestamp", "'timestamp' is missing"
-    try:
-        ts = seconds(doc["timestamp"])
-    except ValueError as exc:
-        return "bad_timestamp", str(exc)
-    series = "|".join([name, *map("=".join, sorted(tags.items()))])
+    else:
+        try:
+            ts = seconds(ts)
+        except ValueError as exc:
+            return "bad_timestamp", str(exc)
+    key = (name, *tags, *tags.values())  # keys then values: unambiguous, and cheap to hash
+    series = _series.get(key)
+    if series is None:
+        series = _series_key(key, name, tags)
     return Metric(name, tags, fields, ts, series)  # positional: measurably faster here
+
+
+def _series_key(key: tuple, name: str, tags: dict) -> str:
+    """Measurement and sorted tags, remembered: a series' key is built once, and every
+    record of it shares one string (whose hash Python then also keeps)."""
+    if len(_series) >= _SERIES_MEMO:
+        _series.clear()
+    series = _series[key] = "|".join([name, *map("=".join, sorted(tags.items()))])
+    return series
 
 
 def _text(raw: bytes | str) -> str:
