@@ -136,12 +136,21 @@ def _argmax(names: list[str]) -> Callable[[dict], float | None]:
 @dataclass(frozen=True)
 class Derived:
     name: str
-    inputs: tuple[str, ...]  # features it reads
+    inputs: tuple[str, ...]  # features it reads (and all it reads)
     fn: Callable[[dict], float | None]
+    kind: str = ""  # "sum" or "argmax" over rates: compiled inline (same arithmetic as `fn`)
 
 
 def _d(name, inputs, fn) -> Derived:
     return Derived(name, tuple(inputs), fn)
+
+
+def _d_sum(name, inputs) -> Derived:
+    return Derived(name, tuple(inputs), _sum(inputs), "sum")
+
+
+def _d_argmax(name, inputs) -> Derived:
+    return Derived(name, tuple(inputs), _argmax(inputs), "argmax")
 
 
 def _rates(names):
@@ -162,12 +171,12 @@ DERIVED: dict[str, dict[str, Derived]] = {
     "switch_port": {
         d.name: d
         for d in (
-            _d("pfc_tx_pkts_rate", _sp_tx, _sum(_sp_tx)),
-            _d("pfc_rx_pkts_rate", _sp_rx, _sum(_sp_rx)),
-            _d("pfc_tx_pause_us_rate", _sp_txd, _sum(_sp_txd)),
-            _d("pfc_rx_pause_us_rate", _sp_rxd, _sum(_sp_rxd)),
-            _d("pfc_tx_prio", _sp_tx, _argmax(_sp_tx)),
-            _d("pfc_rx_prio", _sp_rx, _argmax(_sp_rx)),
+            _d_sum("pfc_tx_pkts_rate", _sp_tx),
+            _d_sum("pfc_rx_pkts_rate", _sp_rx),
+            _d_sum("pfc_tx_pause_us_rate", _sp_txd),
+            _d_sum("pfc_rx_pause_us_rate", _sp_rxd),
+            _d_argmax("pfc_tx_prio", _sp_tx),
+            _d_argmax("pfc_rx_prio", _sp_rx),
             _d("util_out", ["if_out_octets_rate", "speed_mbps"], _util("if_out_octets_rate", "speed_mbps", 1e6)),
             _d("util_in", ["if_in_octets_rate", "speed_mbps"], _util("if_in_octets_rate", "speed_mbps", 1e6)),
         )
@@ -175,15 +184,15 @@ DERIVED: dict[str, dict[str, Derived]] = {
     "nic_port": {
         d.name: d
         for d in (
-            _d("tx_pause_rate", _nic_tx, _sum(_nic_tx)),
-            _d("rx_pause_rate", _nic_rx, _sum(_nic_rx)),
-            _d("tx_pause_us_rate", _nic_txd, _sum(_nic_txd)),
-            _d("tx_pause_prio", _nic_tx, _argmax(_nic_tx)),
-            _d("rx_pause_prio", _nic_rx, _argmax(_nic_rx)),
+            _d_sum("tx_pause_rate", _nic_tx),
+            _d_sum("rx_pause_rate", _nic_rx),
+            _d_sum("tx_pause_us_rate", _nic_txd),
+            _d_argmax("tx_pause_prio", _nic_tx),
+            _d_argmax("rx_pause_prio", _nic_rx),
             _d("util_tx", ["tx_bytes_rate", "speed"], _util("tx_bytes_rate", "speed", 1e6)),
             _d("util_rx", ["rx_bytes_rate", "speed"], _util("rx_bytes_rate", "speed", 1e6)),
-            _d("oob_rate", _oob, _sum(_oob)),
-            _d("retrans_rate", _retx, _sum(_retx)),
+            _d_sum("oob_rate", _oob),
+            _d_sum("retrans_rate", _retx),
             _d("pci_stall", ["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"],
                _max(["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"])),
         )
@@ -195,7 +204,7 @@ DERIVED: dict[str, dict[str, Derived]] = {
             _d("write_latency_ms", ["write_time_rate", "writes_rate"], _per_op("write_time_rate", "writes_rate")),
             _d("latency_ms", ["read_time_rate", "write_time_rate", "reads_rate", "writes_rate"],
                _ratio_sum(["read_time_rate", "write_time_rate"], ["reads_rate", "writes_rate"])),
-            _d("ops_rate", ["reads_rate", "writes_rate"], _sum(["reads_rate", "writes_rate"])),
+            _d_sum("ops_rate", ["reads_rate", "writes_rate"]),
         )
     },
 }
@@ -210,11 +219,14 @@ def known_features(measurement: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class FeaturePlan:
-    """What to compute for one measurement, resolved once from the features asked for."""
+    """What to compute for one measurement, resolved once from the features asked for:
+    the counters and gauges read (asked for, or inputs of a derived feature asked for),
+    the derived features, and the features a record's feature dict holds (`wanted`)."""
 
     counters: tuple[str, ...]
     gauges: tuple[str, ...]
     derived: tuple[Derived, ...]
+    wanted: frozenset[str] = frozenset()
 
 
 def plan(measurement: str, wanted: frozenset[str]) -> FeaturePlan:
@@ -230,7 +242,7 @@ def plan(measurement: str, wanted: frozenset[str]) -> FeaturePlan:
             raw.add(f)
     counters = tuple(sorted(c for c in m.counters if f"{c}_rate" in raw))
     gauges = tuple(sorted(g for g in m.gauges if g in raw))
-    return FeaturePlan(counters, gauges, tuple(chosen))
+    return FeaturePlan(counters, gauges, tuple(chosen), frozenset(wanted))
 
 
 @dataclass(slots=True)
@@ -242,72 +254,104 @@ class SeriesState:
 _NUMBERS = frozenset((int, float))
 
 
-def compile_rates(counters: tuple[str, ...]) -> Callable[[dict, dict, float, dict], int]:
-    """rates(fields, prev, dt, feats) -> resets: straight-line code for one plan's counters.
+def compile_plan(p: FeaturePlan) -> Callable[[dict, dict, dict | None, float, dict], int]:
+    """compute(fields, tags, prev, dt, feats) -> resets: one plan as straight-line code.
 
-    For each counter present as a number: remember it in `prev`; if there was a previous
-    value, put `<name>_rate` = delta / dt in `feats`, or count a reset when it decreased.
-    Generated once per measurement because this loop is the hottest in the engine."""
-    src = ["def rates(fields, prev, dt, feats):", "    resets = 0", "    g = fields.get", "    p = prev.get"]
-    for c in counters:
+    Gauges are read from the fields (else the tags: event records carry some facts as
+    tags). For each counter present as a number: remember it in `prev`; with a previous
+    value, its rate is delta / dt, or a reset is counted when it decreased. Rates and
+    gauges are locals: derived sums and argmaxes add them up inline, the other derived
+    features get a dict of their inputs, and only the `wanted` features go to `feats`.
+    A counter holding the very object it held before (a small integer that did not
+    change, e.g. the PFC counters of idle priorities) has rate 0.0 at once.
+    Generated once per measurement because this is the hottest code in the engine."""
+    src = ["def compute(fields, tags, prev, dt, feats):", "    g = fields.get", "    resets = 0"]
+    local: dict[str, str] = {}
+    for i, name in enumerate(p.gauges):
+        v = local[name] = f"G{i}"
+        src += [f"    {v} = g({name!r})", f"    if {v} is None:", f"        {v} = tags.get({name!r})"]
+        if name in p.wanted:
+            src += [f"    if {v} is not None:", f"        feats[{name!r}] = {v}"]
+    if p.counters:
+        src.append("    p = prev.get")
+    for i, c in enumerate(p.counters):
+        r = local[f"{c}_rate"] = f"R{i}"
         src += [
             f"    x = g({c!r})",
-            "    if x.__class__ in NUM:",
+            "    if x is None:",
+            f"        {r} = None",
+            "    else:",
             f"        o = p({c!r})",
-            f"        prev[{c!r}] = x",
-            "        if o is not None:",
-            "            if x >= o:",
-            f"                feats[{c + '_rate'!r}] = (x - o) / dt",
+            "        if x is o:",
+            f"            {r} = 0.0",
+            "        elif x.__class__ in NUM:",
+            f"            prev[{c!r}] = x",
+            "            if o is None:",
+            f"                {r} = None",
+            "            elif x >= o:",
+            f"                {r} = (x - o) / dt",
             "            else:",
             "                resets += 1",
+            f"                {r} = None",
+            "        else:",
+            f"            {r} = None",
         ]
+        if f"{c}_rate" in p.wanted:
+            src += [f"    if {r} is not None:", f"        feats[{c + '_rate'!r}] = {r}"]
+    for j, d in enumerate(p.derived):
+        ins = [(k, local[n]) for k, n in enumerate(d.inputs) if n in local]
+        if d.kind == "sum":  # as `_sum`: from 0.0, the present rates in order
+            src.append("    t, seen = 0.0, False")
+            for _, v in ins:
+                src += [f"    if {v} is not None:", f"        t += {v}", "        seen = True"]
+            src += ["    if seen:", f"        feats[{d.name!r}] = t"]
+        elif d.kind == "argmax":  # as `_argmax`: the first index of the largest rate above 0
+            src.append("    best, at = 0.0, None")
+            for k, v in ins:
+                src += [f"    if {v} is not None and {v} > best:", f"        best, at = {v}, {float(k)!r}"]
+            src += ["    if at is not None:", f"        feats[{d.name!r}] = at"]
+        else:
+            src.append("    x = {}")
+            for n, v in ((n, local[n]) for n in d.inputs if n in local):
+                src += [f"    if {v} is not None:", f"        x[{n!r}] = {v}"]
+            src += [f"    v = FN[{j}](x)", "    if v is not None:", f"        feats[{d.name!r}] = v"]
     src.append("    return resets")
-    namespace = {"NUM": _NUMBERS}
-    exec(compile("\n".join(src), "<counter rates>", "exec"), namespace)
-    return namespace["rates"]
+    namespace = {"NUM": _NUMBERS, "FN": [d.fn for d in p.derived]}
+    exec(compile("\n".join(src), f"<features of {p}>"[:80], "exec"), namespace)
+    return namespace["compute"]
 
 
 @dataclass
 class FeatureExtractor:
-    """Per-series counter memory. `extract` returns the features of one record, or None
-    when there are none (e.g. the first sample of a series that only has counters) and
-    for samples not newer than the last one. A counter that decreased was reset: it
-    gets no rate for that interval."""
+    """Per-series counter memory. `extract` returns the features of one record (those
+    its plan was asked for), or None when there are none (e.g. the first sample of a
+    series that only has counters) and for samples not newer than the last one. A
+    counter that decreased was reset: it gets no rate for that interval."""
 
     plans: dict[str, FeaturePlan]
     series: dict[str, SeriesState] = field(default_factory=dict)
     counter_resets: int = 0
-    _rates: dict[str, Callable] = field(default_factory=dict)
+    _compute: dict[str, Callable] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._rates = {m: compile_rates(p.counters) for m, p in self.plans.items() if p.counters}
+        self._compute = {m: compile_plan(p) for m, p in self.plans.items()}
 
     def extract(self, metric) -> dict | None:
-        p = self.plans.get(metric.name)
-        if p is None:
+        compute = self._compute.get(metric.name)
+        if compute is None:
             return None
-        fields = metric.fields
         feats: dict = {}
-        for g in p.gauges:
-            v = fields.get(g)
-            if v is None:
-                v = metric.tags.get(g)  # event records carry some of their facts as tags
-            if v is not None:
-                feats[g] = v
-        rates = self._rates.get(metric.name)
-        if rates is not None:
-            st = self.series.get(metric.series)
-            if st is None:
-                st = self.series[metric.series] = SeriesState(metric.ts, {})
-                rates(fields, st.values, 1.0, feats)  # remembers values; no rate yet
-            else:
-                dt = metric.ts - st.ts
-                if dt <= 0:
-                    return None
-                self.counter_resets += rates(fields, st.values, dt, feats)
-                st.ts = metric.ts
-        for d in p.derived:
-            v = d.fn(feats)
-            if v is not None:
-                feats[d.name] = v
+        if not self.plans[metric.name].counters:
+            compute(metric.fields, metric.tags, None, 1.0, feats)
+            return feats or None
+        st = self.series.get(metric.series)
+        if st is None:
+            st = self.series[metric.series] = SeriesState(metric.ts, {})
+            compute(metric.fields, metric.tags, st.values, 1.0, feats)  # remembers values; no rate yet
+        else:
+            dt = metric.ts - st.ts
+            if dt <= 0:
+                return None
+            self.counter_resets += compute(metric.fields, metric.tags, st.values, dt, feats)
+            st.ts = metric.ts
         return feats or None

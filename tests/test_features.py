@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.features import FeatureExtractor, known_features, plan
+from engine.features import DERIVED, FeatureExtractor, known_features, plan
 from engine.normalize import parse_metric
 from engine.types import Metric
 
@@ -150,7 +150,7 @@ def test_util_tx_needs_a_positive_speed():
     fx = extractor("nic_port", "util_tx")
     fx.extract(metric("nic_port", 0, {"tx_bytes": 0, "speed": 0}))
     feats = fx.extract(metric("nic_port", 1, {"tx_bytes": 1000, "speed": 0}))
-    assert "util_tx" not in feats
+    assert "util_tx" not in (feats or {})
 
 
 def test_storage_latency_is_time_over_operations():
@@ -191,7 +191,7 @@ def test_a_derived_feature_plans_its_inputs_and_nothing_else():
     fx = FeatureExtractor({"nic_port": p})
     fx.extract(metric("nic_port", 0, {"tx_bytes": 0, "rx_bytes": 0, "speed": 1000, "link": "up"}))
     feats = fx.extract(metric("nic_port", 1, {"tx_bytes": 100, "rx_bytes": 100, "speed": 1000, "link": "up"}))
-    assert set(feats) == {"tx_bytes_rate", "speed", "util_tx"}
+    assert set(feats) == {"util_tx"}  # its inputs are read, not handed out: nobody asked for them
 
 
 def test_known_features_name_rates_gauges_and_derived():
@@ -206,3 +206,26 @@ def test_gauge_derived_feature_on_the_first_sample():
     feats = fx.extract(metric("nic_port", 0, {"rx_discards_phy": 0, "outbound_pci_stalled_rd": 30,
                                               "outbound_pci_stalled_wr": 2}))
     assert feats["pci_stall"] == 30  # max(30, 2): needs no previous sample
+
+
+counter_values = st.one_of(st.none(), st.integers(0, 2**70), st.integers(0, 3), st.floats(0, 1e6), st.booleans(),
+                           st.just("12"))
+
+
+@given(first=st.lists(counter_values, min_size=8, max_size=8), second=st.lists(counter_values, min_size=8, max_size=8))
+def test_compiled_sums_and_argmaxes_agree_with_their_definition(first, second):
+    """Invariant derived_inline: the sums and argmaxes compiled inline equal `Derived.fn`
+    over the per-priority rates (whatever the counters hold: missing, reset, small ints
+    that did not change, huge ints, floats, booleans, strings)."""
+    names = [f"pfc_{p}_tx_pkts" for p in range(8)]
+    derived = ("pfc_tx_pkts_rate", "pfc_tx_prio")
+    rates = tuple(f"{n}_rate" for n in names)
+    fx, ref = extractor("switch_port", *derived), extractor("switch_port", *derived, *rates)
+    for t, values in ((0, first), (2, second)):
+        fields = {n: v for n, v in zip(names, values) if v is not None} or {"oper_status": "up"}
+        feats, every = fx.extract(metric("switch_port", t, fields)), ref.extract(metric("switch_port", t, fields))
+    every = every or {}
+    for d in derived:
+        expected = DERIVED["switch_port"][d].fn({r: every[r] for r in rates if r in every})
+        assert (feats or {}).get(d) == expected
+    assert fx.counter_resets == ref.counter_resets
