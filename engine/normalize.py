@@ -72,6 +72,8 @@ class _NonFinite:
 JOB_PLACEMENT = "job_placement"
 _MISSING = object()
 _S_FIRST, _S_LAST = int(MIN_TS), int(MAX_TS)
+_MS_FIRST, _MS_LAST = _S_FIRST * 10**3, _S_LAST * 10**3
+_US_FIRST, _US_LAST = _S_FIRST * 10**6, _S_LAST * 10**6
 _NS_FIRST, _NS_LAST = _S_FIRST * 10**9, _S_LAST * 10**9
 _series: dict[tuple, str] = {}  # (name, *tag keys, *tag values) -> series key
 _SERIES_MEMO = 200_000  # series remembered at most (then forgotten all at once)
@@ -159,24 +161,34 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
             if v.__class__ is float and not _isfinite(v):
                 return "non_finite_field", f"field {k!r} is {v}"
     ts = doc.get("timestamp", _MISSING)
-    # Integer seconds or nanoseconds of 2000..2100 need no more than a division (the
-    # same float arithmetic as `seconds`); anything else goes through `seconds`.
+    # An integer time of 2000..2100 in s, ms, us or ns needs no more than a division
+    # (the same float arithmetic as `seconds`); anything else goes through `seconds`.
     if ts.__class__ is int and _NS_FIRST <= ts <= _NS_LAST:
         ts = ts / 1e9
+    elif ts.__class__ is int and _MS_FIRST <= ts <= _MS_LAST:
+        ts = ts / 1e3
     elif ts.__class__ is int and _S_FIRST <= ts <= _S_LAST:
         ts = float(ts)
+    elif ts.__class__ is int and _US_FIRST <= ts <= _US_LAST:
+        ts = ts / 1e6
     elif ts is _MISSING:
         return "missing_timestamp", "'timestamp' is missing"
     else:
-        try:
-            ts = seconds(ts)
-        except ValueError as exc:
-            return "bad_timestamp", str(exc)
+        ts = _timestamp(ts)
+        if ts.__class__ is tuple:
+            return ts
     key = (name, *tags, *tags.values())  # keys then values: unambiguous, and cheap to hash
     series = _series.get(key)
     if series is None:
         series = _series_key(key, name, tags)
     return Metric(name, tags, fields, ts, series)  # positional: measurably faster here
+
+
+def _timestamp(value: object) -> float | tuple[str, str]:
+    try:
+        return seconds(value)
+    except ValueError as exc:
+        return "bad_timestamp", str(exc)
 
 
 def _series_key(key: tuple, name: str, tags: dict) -> str:

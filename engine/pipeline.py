@@ -117,13 +117,18 @@ class DetectStage:
             self._process(released)
 
     def _process(self, metrics: list[Metric]) -> None:
-        detector, known, stats, unknown = self.detector, self._known_fields, self.stats, self._unknown_fields
+        known, stats, unknown = self._known_fields, self.stats, self._unknown_fields
+        process = self.detector.process
         tick = self.config.tick_s
+        next_tick = self._next_tick
+        ignored = 0
         for m in metrics:
-            if self._next_tick is None:
-                self._next_tick = (m.ts // tick + 1) * tick
-            elif m.ts >= self._next_tick:
-                self._tick(m.ts // tick * tick)
+            ts = m.ts
+            if next_tick is None:
+                next_tick = self._next_tick = (ts // tick + 1) * tick
+            elif ts >= next_tick:
+                self._tick(ts // tick * tick)
+                next_tick = self._next_tick
             fields = known.get(m.name)
             if fields is None:
                 if m.name == JOB_MEASUREMENT:
@@ -133,11 +138,13 @@ class DetectStage:
                 continue
             # Unknown fields are counted; a series keeps its field set, so the set
             # difference is worked out again only when the number of fields changes.
+            n = len(m.fields)
             seen = unknown.get(m.series)
-            if seen is None or seen[0] != len(m.fields):
-                seen = unknown[m.series] = (len(m.fields), len(m.fields.keys() - fields))
-            stats.ignored_fields += seen[1]
-            detector.process(m)
+            if seen is None or seen[0] != n:
+                seen = unknown[m.series] = (n, len(m.fields.keys() - fields))
+            ignored += seen[1]
+            process(m)
+        stats.ignored_fields += ignored
 
     def _job(self, m: Metric) -> None:
         tick = self._next_tick if self._next_tick is not None else m.ts
@@ -171,7 +178,9 @@ class DetectStage:
             self._tick(last // self.config.tick_s * self.config.tick_s + self.config.tick_s)
 
     def events(self) -> list[StageEvent]:
-        out, self._events = self._events, []
+        out = self._events
+        if out:  # (most records end no tick: nothing to hand over, nothing to allocate)
+            self._events = []
         return out
 
     def take_rejects(self) -> list[Reject]:
