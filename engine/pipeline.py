@@ -324,8 +324,10 @@ class Pipeline:
         return self.detect.rejected
 
     def feed(self, line: bytes | str) -> None:
-        self.detect.feed(line)
-        self._pump()
+        detect = self.detect
+        detect.feed(line)
+        if detect._events:  # a tick passed (about once per event-time second)
+            self._pump()
 
     def _pump(self) -> None:
         events = self.detect.events()
