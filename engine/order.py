@@ -67,9 +67,11 @@ class Reorderer:
         held, new = self._held, self._new
         if new:
             new.sort(key=_ts)
-            if held and new[0].ts < held[-1].ts:
-                held.extend(new)
-                held.sort(key=_ts)  # stable: at equal times the held (earlier arrivals) stay first
+            if held and new[0].ts < held[-1].ts:  # merge with the held records newer than the oldest arrival
+                k = bisect_right(held, new[0].ts, key=_ts)
+                tail = held[k:] + new
+                tail.sort(key=_ts)  # stable: at equal times the held (earlier arrivals) stay first
+                held[k:] = tail
             else:
                 held.extend(new)
             self._new = []
