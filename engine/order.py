@@ -59,6 +59,13 @@ class Reorderer:
             return self._release(newest - self.lateness_s)
         return []
 
+    def __setstate__(self, state: dict) -> None:
+        """A snapshot of a version that kept every held record in arrival order (no `_new`)
+        restores them as new arrivals."""
+        if "_new" not in state:
+            state = state | {"_new": state["_held"], "_held": []}
+        self.__dict__.update(state)
+
     def flush(self) -> list[Metric]:
         """Release everything (end of a recorded file)."""
         return self._release(float("inf"))
