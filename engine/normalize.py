@@ -75,7 +75,7 @@ _S_FIRST, _S_LAST = int(MIN_TS), int(MAX_TS)
 _MS_FIRST, _MS_LAST = _S_FIRST * 10**3, _S_LAST * 10**3
 _US_FIRST, _US_LAST = _S_FIRST * 10**6, _S_LAST * 10**6
 _NS_FIRST, _NS_LAST = _S_FIRST * 10**9, _S_LAST * 10**9
-_series: dict[tuple, str] = {}  # (name, *tag keys, *tag values) -> series key
+_series: dict[tuple, str] = {}  # (name, *tag keys, *tag values) of checked tags -> series key
 _SERIES_MEMO = 200_000  # series remembered at most (then forgotten all at once)
 _SCALARS = frozenset((int, float, str, bool))
 _STRINGS = frozenset((str,))
@@ -138,15 +138,22 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
     tags = doc.get("tags")
     if not isinstance(tags, dict):
         return "bad_tags", "'tags' is missing or not an object"
-    host = tags.get("host")
-    if (not isinstance(host, str) or not host) and name != JOB_PLACEMENT:  # a job is not a device's record
-        return "missing_host", "'tags.host' is missing or not a non-empty string"
-    if not _STRINGS.issuperset(map(type, tags.values())):
-        for k, v in tags.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                tags[k] = str(v)
-            elif not isinstance(v, str):
-                return "bad_tags", f"tag {k!r} is {type(v).__name__}, not a string"
+    # A series seen before has valid tags: only keys of checked tags are remembered, so
+    # equal keys mean equal strings (a number or a boolean never equals a string).
+    try:
+        series = _series.get((name, *tags, *tags.values()))
+    except TypeError:  # an unhashable tag value: the checks below name it
+        series = None
+    if series is None:
+        host = tags.get("host")
+        if (not isinstance(host, str) or not host) and name != JOB_PLACEMENT:  # a job is not a device's record
+            return "missing_host", "'tags.host' is missing or not a non-empty string"
+        if not _STRINGS.issuperset(map(type, tags.values())):
+            for k, v in tags.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    tags[k] = str(v)
+                elif not isinstance(v, str):
+                    return "bad_tags", f"tag {k!r} is {type(v).__name__}, not a string"
     fields = doc.get("fields")
     if not isinstance(fields, dict) or not fields:
         return "bad_fields", "'fields' is missing, empty or not an object"
@@ -177,10 +184,8 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
         ts = _timestamp(ts)
         if ts.__class__ is tuple:
             return ts
-    key = (name, *tags, *tags.values())  # keys then values: unambiguous, and cheap to hash
-    series = _series.get(key)
     if series is None:
-        series = _series_key(key, name, tags)
+        series = _series_key(name, tags)
     return Metric(name, tags, fields, ts, series)  # positional: measurably faster here
 
 
@@ -191,12 +196,16 @@ def _timestamp(value: object) -> float | tuple[str, str]:
         return "bad_timestamp", str(exc)
 
 
-def _series_key(key: tuple, name: str, tags: dict) -> str:
-    """Measurement and sorted tags, remembered: a series' key is built once, and every
+def _series_key(name: str, tags: dict) -> str:
+    """Measurement and sorted tags, remembered by (name, *tag keys, *tag values) (keys
+    then values: unambiguous, and cheap to hash): a series' key is built once, and every
     record of it shares one string (whose hash Python then also keeps)."""
-    if len(_series) >= _SERIES_MEMO:
-        _series.clear()
-    series = _series[key] = "|".join([name, *map("=".join, sorted(tags.items()))])
+    key = (name, *tags, *tags.values())
+    series = _series.get(key)
+    if series is None:
+        if len(_series) >= _SERIES_MEMO:
+            _series.clear()
+        series = _series[key] = "|".join([name, *map("=".join, sorted(tags.items()))])
     return series
 
 

@@ -229,3 +229,15 @@ def test_job_placement_needs_no_host_tag():
     assert rejects == [] and m.name == "job_placement"
     doc["name"] = "switch_port"
     assert parse_line(json.dumps(doc))[1][0].reason == "missing_host"
+
+
+def test_tags_are_checked_again_for_a_known_series():
+    """The series memo never lets a bad tag through: only checked tags are remembered,
+    and a number, boolean or list never equals a remembered string."""
+    good = parse_metric(doc(tags={"host": "leaf01", "interface": "1"}))
+    assert isinstance(good, Metric)
+    numeric = parse_metric(doc(tags={"host": "leaf01", "interface": 1}))
+    assert isinstance(numeric, Metric) and numeric.series == good.series and numeric.tags["interface"] == "1"
+    assert parse_metric(doc(tags={"host": "leaf01", "interface": True}))[0] == "bad_tags"
+    assert parse_metric(doc(tags={"host": "leaf01", "interface": ["1"]}))[0] == "bad_tags"
+    assert parse_metric(doc(tags={"host": "", "interface": "1"}))[0] == "missing_host"
