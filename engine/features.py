@@ -254,7 +254,7 @@ class SeriesState:
 _NUMBERS = frozenset((int, float))
 
 
-def compile_plan(p: FeaturePlan) -> Callable[[dict, dict, dict | None, float, dict], int]:
+def compile_plan(p: FeaturePlan, measurement: str = "") -> Callable[[dict, dict, dict | None, float, dict], int]:
     """compute(fields, tags, prev, dt, feats) -> resets: one plan as straight-line code.
 
     Gauges are read from the fields (else the tags: event records carry some facts as
@@ -317,7 +317,7 @@ def compile_plan(p: FeaturePlan) -> Callable[[dict, dict, dict | None, float, di
             src += [f"    v = FN[{j}](x)", "    if v is not None:", f"        feats[{d.name!r}] = v"]
     src.append("    return resets")
     namespace = {"NUM": _NUMBERS, "FN": [d.fn for d in p.derived]}
-    exec(compile("\n".join(src), f"<features of {p}>"[:80], "exec"), namespace)
+    exec(compile("\n".join(src), f"<features of {measurement or 'a plan'}>", "exec"), namespace)
     return namespace["compute"]
 
 
@@ -334,7 +334,7 @@ class FeatureExtractor:
     _compute: dict[str, Callable] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._compute = {m: compile_plan(p) for m, p in self.plans.items()}
+        self._compute = {m: compile_plan(p, m) for m, p in self.plans.items()}
 
     def extract(self, metric) -> dict | None:
         compute = self._compute.get(metric.name)
