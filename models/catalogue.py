@@ -75,15 +75,15 @@ CLASSES: dict[str, ModelClass] = {
         ModelClass("nic", "nic_port", "interface", "{host}:{interface}", (
             _f("oob_rate", "nic_out_of_buffer", "nic", 5),
             _f("rx_discards_phy_rate", "nic_discards", "nic", 5),
-            _f("pci_stall", "nic_pcie_stall", "nic", 0.05),
+            _f("pci_stall", "nic_pcie_stall", "nic", 0.01),
             _f("retrans_rate", "nic_retransmit", "nic", 0.5, opens=False),
             _f("tx_pause_rate", "pfc_pause_tx", "pfc", 2),
             _f("rx_crc_errors_phy_rate", "rx_errors", "errors", 0.5),
             _f("rx_symbol_err_phy_rate", "rx_errors", "errors", 5),
         )),
         ModelClass("storage", "storage", "storage", "{host}", (
-            _f("read_latency_ms", "storage_latency", "storage", 0.05),
-            _f("write_latency_ms", "storage_latency", "storage", 0.05),
+            _f("read_latency_ms", "storage_latency", "storage", 0.01),
+            _f("write_latency_ms", "storage_latency", "storage", 0.01),
             # Not iops_in_progress: in-flight I/O is rate x latency (Little's law), so it
             # rises with any burst of load (a checkpoint) without the storage being slow.
         )),
