@@ -177,6 +177,11 @@ class DetectStage:
         if last != float("-inf"):
             self._tick(last // self.config.tick_s * self.config.tick_s + self.config.tick_s)
 
+    @property
+    def has_events(self) -> bool:
+        """Whether `events()` has something to hand over (a tick passed, a job arrived)."""
+        return bool(self._events)
+
     def events(self) -> list[StageEvent]:
         out = self._events
         if out:  # (most records end no tick: nothing to hand over, nothing to allocate)
@@ -326,7 +331,7 @@ class Pipeline:
     def feed(self, line: bytes | str) -> None:
         detect = self.detect
         detect.feed(line)
-        if detect._events:  # a tick passed (about once per event-time second)
+        if detect.has_events:  # a tick passed (about once per event-time second)
             self._pump()
 
     def _pump(self) -> None:
