@@ -164,7 +164,8 @@ def test_workers_give_the_same_incidents_as_replay(fleet, expected):
 
 def test_a_worker_killed_mid_stream_restarts_to_the_same_incidents(fleet, expected):
     fleet.start("first")
-    publisher = threading.Thread(target=fleet.publish, kwargs={"speed": 25.0})  # ~12 s of telemetry
+    published = []
+    publisher = threading.Thread(target=lambda: published.append(fleet.publish(speed=25.0)))  # ~12 s of telemetry
     publisher.start()
     time.sleep(6)
     assert publisher.is_alive(), "the kill must land mid-stream"
@@ -172,10 +173,19 @@ def test_a_worker_killed_mid_stream_restarts_to_the_same_incidents(fleet, expect
     time.sleep(1)
     second = fleet.start("second")
     publisher.join(timeout=120)
+    # The second worker takes over once the group has dropped the killed one (its session
+    # timeout); a worker that keeps up may have stored the incident before the kill, so
+    # wait until the second has read everything before judging the store.
+    (stats,) = published
+    deadline = time.monotonic() + 120
+    while _metrics(second)["fabric_rca_records_total"] < stats.records and time.monotonic() < deadline:
+        time.sleep(0.5)
+    samples = _metrics(second)
+    assert samples["fabric_rca_records_total"] >= stats.records, fleet.logs()
+    assert samples["fabric_rca_stages_restored_total"] >= 1  # it resumed from snapshots
     got = fleet.wait_for(expected)
     assert _summary(got) == _summary(expected), fleet.logs()
     assert len({i["id"] for i in got}) == len(got)  # idempotent writes: no duplicate incidents
-    assert _metrics(second)["fabric_rca_stages_restored_total"] >= 1  # it resumed from snapshots
 
 
 def test_two_workers_split_partitions_and_agree(fleet, expected):
