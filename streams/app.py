@@ -21,7 +21,6 @@ from typing import Callable
 
 import faust
 import orjson
-from faust.transport.drivers import aiokafka as kafka_driver
 from faust.types import TP
 
 from api.store.sink import StoreSink
@@ -34,34 +33,9 @@ from rules.loader import load_rules
 from streams import state
 from streams.metrics import WorkerMetrics, render
 from streams.settings import WorkerSettings
+from streams.transport import Transport
 
 log = logging.getLogger("fabric_rca.worker")
-
-# How long the broker may hold a fetch that finds no data (faust hard-codes 1.5 s). Our
-# consumer reads busy topics (telemetry) and quiet ones (jobs, the symptoms this worker
-# writes) through one connection, and aiokafka sends the next fetch to a broker only when
-# the last one has returned. A fetch for just the quiet partitions (sent while telemetry
-# already fetched waits to be taken) then held the telemetry back until the broker gave
-# up waiting: a stall of about a second every two seconds, half of a busy worker's time.
-FETCH_MAX_WAIT_MS = 100
-
-
-class _ConsumerThread(kafka_driver.AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport):
-        consumer = super()._create_worker_consumer(transport)
-        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by its fetcher at start()
-        return consumer
-
-
-class _Consumer(kafka_driver.Consumer):
-    def _new_consumer_thread(self) -> _ConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
-
-class _Transport(kafka_driver.Transport):
-    """faust's aiokafka transport whose consumer waits at most FETCH_MAX_WAIT_MS per fetch."""
-
-    Consumer = _Consumer
 
 
 class Checkpoints:
@@ -201,7 +175,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
     )
-    app.transport = _Transport(app.conf.broker_consumer, app)
+    app.transport = Transport(app.conf.broker_consumer, app)  # see streams.transport
     raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
     telemetry = app.topic(*settings.telemetry_topics, **raw)
     jobs_topic = app.topic(settings.jobs_topic, **raw)

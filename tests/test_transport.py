@@ -1,0 +1,125 @@
+"""The worker's consumer (`streams.transport`): its `wait_first` runs the message
+callback directly, and must still behave as mode's `wait_first` when the callback waits,
+fails, or is overtaken by the other event (flow suspended for a rebalance)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import warnings
+
+import pytest
+
+from streams.app import build_app
+from streams.settings import WorkerSettings
+from streams.transport import FETCH_MAX_WAIT_MS, Consumer, Transport
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory):
+    import sim
+
+    out = tmp_path_factory.mktemp("fabric")
+    sim.simulate(out=out, scenario="pfc_storm", seed=2, duration=20)
+    return out / "topology.dot"
+
+
+def consumer_of(tmp_path, topology) -> Consumer:
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", db_url=f"sqlite:///{tmp_path}/a.db", topology=topology,
+                              web_port=_free_port(), data_dir=tmp_path)
+    app = build_app(settings, read_snapshots=dict)
+    assert isinstance(app.transport, Transport)
+    consumer = app.consumer
+    assert isinstance(consumer, Consumer)
+    return consumer
+
+
+def run(tmp_path, topology, test):
+    async def go():
+        return await test(consumer_of(tmp_path, topology))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "coroutine ... was never awaited"
+        return asyncio.run(go())
+
+
+def test_a_callback_that_does_not_wait_is_run_directly(tmp_path, topology):
+    async def callback():
+        return "delivered"
+
+    async def test(consumer):
+        suspend = asyncio.Event()
+        results = await consumer.wait_first(callback(), suspend.wait())
+        assert (results.results, results.stopped) == (["delivered"], False)
+
+    run(tmp_path, topology, test)
+
+
+def test_a_callback_that_waits_finishes_as_a_task(tmp_path, topology):
+    steps = []
+
+    async def callback():
+        steps.append("before")
+        await asyncio.sleep(0.01)
+        steps.append("after")
+        return "delivered"
+
+    async def test(consumer):
+        suspend = asyncio.Event()
+        results = await consumer.wait_first(callback(), suspend.wait())
+        assert results.results == ["delivered"] and not results.stopped
+        assert steps == ["before", "after"]
+
+    run(tmp_path, topology, test)
+
+
+def test_a_waiting_callback_is_cancelled_when_flow_is_suspended(tmp_path, topology):
+    seen = []
+
+    async def callback(gate):
+        try:
+            await gate.wait()  # a full queue that never drains
+            seen.append("delivered")
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+
+    async def test(consumer):
+        gate, suspend = asyncio.Event(), asyncio.Event()
+        asyncio.get_running_loop().call_later(0.01, suspend.set)
+        results = await consumer.wait_first(callback(gate), suspend.wait())
+        await asyncio.sleep(0)  # let the cancellation run
+        assert results.results == [True] and not results.stopped  # only the suspension finished
+        assert seen == ["cancelled"]
+
+    run(tmp_path, topology, test)
+
+
+@pytest.mark.parametrize("waits", [False, True])
+def test_a_failing_callback_raises(tmp_path, topology, waits):
+    async def callback():
+        if waits:
+            await asyncio.sleep(0.01)
+        raise ValueError("bad message")
+
+    async def test(consumer):
+        with pytest.raises(ValueError, match="bad message"):
+            await consumer.wait_first(callback(), asyncio.Event().wait())
+
+    run(tmp_path, topology, test)
+
+
+def test_the_consumer_waits_at_most_fetch_max_wait_for_a_fetch(tmp_path, topology):
+    async def test(consumer):
+        client = consumer._thread._create_worker_consumer(consumer.transport)  # what the thread starts
+        try:
+            assert client._fetch_max_wait_ms == FETCH_MAX_WAIT_MS
+        finally:
+            await client.stop()
+
+    run(tmp_path, topology, test)
