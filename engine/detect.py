@@ -14,7 +14,6 @@ from typing import Callable
 
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.types import Entity, Metric, Symptom
-from rules.compile import compile_rules
 from rules.schema import Rule, RuleSet
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_]+)\}")
@@ -64,7 +63,7 @@ class Detector:
     unresolved_entities: int = 0
     _rules_of: dict[str, Rule] = field(default_factory=dict)
     _templates: dict[str, list] = field(default_factory=dict)
-    _checks: dict[str, Callable[[dict], list[Rule]]] = field(default_factory=dict)
+    _compute: dict[str, Callable] = field(default_factory=dict)  # measurement -> features and rule checks
     _out: list[Symptom] = field(default_factory=list)
     # Anomaly models (models.scorer.ModelScorer): fed the same features, ticked with the rules.
     models: object | None = None
@@ -77,7 +76,9 @@ class Detector:
             for m in self._modelled:
                 wanted.setdefault(m, set()).update(self.models.models.features_needed(m))
         self.extractor = FeatureExtractor({m: plan(m, frozenset(f)) for m, f in wanted.items()})
-        self._checks = {m: compile_rules(rules) for m, rules in self.rules.by_measurement.items()}
+        # The models need every record's features; the rules only those of records they fire on.
+        self._compute = {m: self.extractor.compile(m, self.rules.by_measurement.get(m, ()), always=m in self._modelled)
+                         for m in wanted}
         for r in self.rules.rules:
             self._rules_of[r.id] = r
             self._templates[r.id] = _template(r.entity)
@@ -93,18 +94,19 @@ class Detector:
             sym = self.silent.pop(host)
             sym.end = ts
             self._out.append(sym)
-        check = self._checks.get(metric.name)
-        modelled = metric.name in self._modelled
-        if check is None and not modelled:
+        compute = self._compute.get(metric.name)
+        if compute is None:
             return
-        feats = self.extractor.extract(metric)
-        if not feats:
+        out = self.extractor.run(metric, compute)
+        if out is None:
             return
-        if modelled:
+        feats, fired, _ = out
+        if feats is None:
+            return
+        if metric.name in self._modelled:
             self.models.observe(metric.name, metric.series, metric.tags, ts, feats)
-        if check is not None:
-            for rule in check(feats):
-                self._hit(rule, metric, feats)
+        for rule in fired:
+            self._hit(rule, metric, feats)
 
     def _hit(self, rule: Rule, metric: Metric, feats: dict) -> None:
         eid = self._entity(rule, metric)

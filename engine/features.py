@@ -11,6 +11,7 @@ fields nobody reads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Callable
 
 PRIOS = range(8)
@@ -248,77 +249,142 @@ def plan(measurement: str, wanted: frozenset[str]) -> FeaturePlan:
 @dataclass(slots=True)
 class SeriesState:
     ts: float
-    values: dict[str, float]
+    values: tuple  # the plan's counters' last numeric values, in plan order (None: none yet)
+    # The series lacks some of the plan's counters (e.g. a NIC's pause counters of the
+    # priorities it does not use): they are read one by one, not all at once, which
+    # would fail on every record.
+    sparse: bool = False
 
 
 _NUMBERS = frozenset((int, float))
 
 
-def compile_plan(p: FeaturePlan, measurement: str = "") -> Callable[[dict, dict, dict | None, float, dict], int]:
-    """compute(fields, tags, prev, dt, feats) -> resets: one plan as straight-line code.
+def _condition(c, var: str | None, floats: set[str]) -> str:
+    """A rule condition on a local, with `Rule.matches`'s meaning: a missing feature or one
+    of the other type (a string where a number is expected, or the reverse) is false.
+    Rates, sums and argmaxes hold a float or None, so they need no type test."""
+    if var is None:
+        return "False"
+    if var in floats:
+        return "False" if isinstance(c.value, str) else f"({var} is not None and {var} {c.op} {float(c.value)!r})"
+    if isinstance(c.value, str):
+        return f"({var}.__class__ is str and {var} {c.op} {c.value!r})"
+    return f"({var}.__class__ in NUM and {var} {c.op} {float(c.value)!r})"
+
+
+def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), always: bool = True) -> Callable:
+    """compute(fields, tags, st, dt) -> None or (features, rules that fired, resets): one
+    plan, and the conditions of `rules` on its measurement, as straight-line code.
 
     Gauges are read from the fields (else the tags: event records carry some facts as
-    tags). For each counter present as a number: remember it in `prev`; with a previous
-    value, its rate is delta / dt, or a reset is counted when it decreased. Rates and
-    gauges are locals: derived sums and argmaxes add them up inline, the other derived
-    features get a dict of their inputs, and only the `wanted` features go to `feats`.
-    A counter holding the very object it held before (a small integer that did not
-    change, e.g. the PFC counters of idle priorities) has rate 0.0 at once.
+    tags). The counters are read at once (one C call; one by one for a sparse series)
+    into locals beside their previous values (`st`, a SeriesState, or None for a plan
+    without counters); a counter that is not an int or a float counts as absent. With a previous value a counter's rate is delta / dt, or a
+    reset is counted when it decreased; a counter equal to its previous value has rate
+    0.0 at once (the same object: a small int that did not change, e.g. the PFC counters
+    of idle priorities; or an equal int, whose difference is exactly 0). Derived sums
+    and argmaxes are added up inline; the other derived features get a dict of their
+    inputs. The rules' conditions are tested on the locals, so a record no rule fires on
+    builds no feature dict: unless `always`, compute returns None when no rule fired and no
+    counter was reset. The features (only those `wanted`, and only present ones) and the
+    rules that fired (in the order given; none when there is no feature) are what
+    `FeatureExtractor.extract` and `Detector.process` hand on.
     Generated once per measurement because this is the hottest code in the engine."""
-    src = ["def compute(fields, tags, prev, dt, feats):", "    g = fields.get", "    resets = 0"]
+    src = ["def compute(fields, tags, st, dt):", "    resets = 0"]
     local: dict[str, str] = {}
+    floats: set[str] = set()  # locals that hold a float or None
     for i, name in enumerate(p.gauges):
         v = local[name] = f"G{i}"
-        src += [f"    {v} = g({name!r})", f"    if {v} is None:", f"        {v} = tags.get({name!r})"]
-        if name in p.wanted:
-            src += [f"    if {v} is not None:", f"        feats[{name!r}] = {v}"]
-    if p.counters:
-        src.append("    p = prev.get")
-    for i, c in enumerate(p.counters):
-        r = local[f"{c}_rate"] = f"R{i}"
+        src += [f"    {v} = fields.get({name!r})", f"    if {v} is None:", f"        {v} = tags.get({name!r})"]
+    n = len(p.counters)
+    xs, os_ = (", ".join(f"{a}{i}" for i in range(n)) + ("," if n == 1 else "") for a in "xo")
+    if n:
         src += [
-            f"    x = g({c!r})",
-            "    if x is None:",
-            f"        {r} = None",
+            "    if st.sparse:",
+            "        X = tuple(map(fields.get, COUNTERS))",
             "    else:",
-            f"        o = p({c!r})",
-            "        if x is o:",
-            f"            {r} = 0.0",
-            "        elif x.__class__ in NUM:",
-            f"            prev[{c!r}] = x",
-            "            if o is None:",
-            f"                {r} = None",
-            "            elif x >= o:",
-            f"                {r} = (x - o) / dt",
-            "            else:",
-            "                resets += 1",
-            f"                {r} = None",
-            "        else:",
-            f"            {r} = None",
+            "        try:",
+            "            X = READ(fields)",
+            "        except KeyError:",
+            "            st.sparse = True",
+            "            X = tuple(map(fields.get, COUNTERS))",
+            f"    {xs} = X",
+            f"    {os_} = st.values",
         ]
-        if f"{c}_rate" in p.wanted:
-            src += [f"    if {r} is not None:", f"        feats[{c + '_rate'!r}] = {r}"]
+    for i, c in enumerate(p.counters):
+        r, x, o = f"R{i}", f"x{i}", f"o{i}"
+        local[f"{c}_rate"] = r
+        floats.add(r)
+        src += [
+            f"    if {x} is {o}:",  # unchanged (o holds a number, or None and so does x)
+            f"        {r} = None if {x} is None else 0.0",
+            f"    elif type({x}) is int:",
+            f"        if {o} is None:",
+            f"            {r} = None",
+            f"        elif {x} == {o}:",  # an int equal to its previous value: x - o is exactly 0
+            f"            {r} = 0.0",
+            f"        elif {x} > {o}:",
+            f"            {r} = ({x} - {o}) / dt",
+            "        else:",
+            "            resets += 1",
+            f"            {r} = None",
+            f"        {o} = {x}",
+            f"    elif type({x}) is float:",
+            f"        if {o} is None:",
+            f"            {r} = None",
+            f"        elif {x} >= {o}:",
+            f"            {r} = ({x} - {o}) / dt",
+            "        else:",
+            "            resets += 1",
+            f"            {r} = None",
+            f"        {o} = {x}",
+            "    else:",  # absent, or not a number (a string, a boolean): no rate, nothing kept
+            f"        {r} = None",
+        ]
+    if n:
+        src.append(f"    st.values = ({os_})")
     for j, d in enumerate(p.derived):
-        ins = [(k, local[n]) for k, n in enumerate(d.inputs) if n in local]
+        v = local[d.name] = f"D{j}"
+        ins = [(k, local[name]) for k, name in enumerate(d.inputs) if name in local]
         if d.kind == "sum":  # as `_sum`: from 0.0, the present rates in order
+            floats.add(v)
             src.append("    t, seen = 0.0, False")
-            for _, v in ins:
-                src += [f"    if {v} is not None:", f"        t += {v}", "        seen = True"]
-            src += ["    if seen:", f"        feats[{d.name!r}] = t"]
+            for _, w in ins:
+                src += [f"    if {w} is not None:", f"        t += {w}", "        seen = True"]
+            src.append(f"    {v} = t if seen else None")
         elif d.kind == "argmax":  # as `_argmax`: the first index of the largest rate above 0
-            src.append("    best, at = 0.0, None")
-            for k, v in ins:
-                src += [f"    if {v} is not None and {v} > best:", f"        best, at = {v}, {float(k)!r}"]
-            src += ["    if at is not None:", f"        feats[{d.name!r}] = at"]
+            floats.add(v)
+            src.append(f"    best, {v} = 0.0, None")
+            for k, w in ins:
+                src += [f"    if {w} is not None and {w} > best:", f"        best, {v} = {w}, {float(k)!r}"]
         else:
             src.append("    x = {}")
-            for n, v in ((n, local[n]) for n in d.inputs if n in local):
-                src += [f"    if {v} is not None:", f"        x[{n!r}] = {v}"]
-            src += [f"    v = FN[{j}](x)", "    if v is not None:", f"        feats[{d.name!r}] = v"]
-    src.append("    return resets")
-    namespace = {"NUM": _NUMBERS, "FN": [d.fn for d in p.derived]}
-    exec(compile("\n".join(src), f"<features of {measurement or 'a plan'}>", "exec"), namespace)
-    return namespace["compute"]
+            for name, w in ((name, local[name]) for name in d.inputs if name in local):
+                src += [f"    if {w} is not None:", f"        x[{name!r}] = {w}"]
+            src.append(f"    {v} = FN[{j}](x)")
+    src.append("    fired = []")
+    for j, r in enumerate(rules):
+        parts = []
+        if r.all:
+            parts.append(" and ".join(_condition(c, local.get(c.feature), floats) for c in r.all))
+        if r.any:
+            parts.append("(" + " or ".join(_condition(c, local.get(c.feature), floats) for c in r.any) + ")")
+        src += [f"    if {' and '.join(parts) or 'True'}:", f"        fired.append(RULES[{j}])"]
+    if not always:
+        src += ["    if not fired:", "        return (None, fired, resets) if resets else None"]
+    src.append("    feats = {}")
+    for name in sorted(p.wanted):
+        if name in local:
+            src += [f"    if {local[name]} is not None:", f"        feats[{name!r}] = {local[name]}"]
+    src.append("    return (feats, fired, resets) if feats else (None, [], resets)")
+    namespace = {"NUM": _NUMBERS, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
+                 "READ": itemgetter(*p.counters) if n > 1 else (lambda f: (f[p.counters[0]],)) if n else None,
+                 "COUNTERS": p.counters}
+    text = "\n".join(src)
+    exec(compile(text, f"<features of {measurement or 'a plan'}>", "exec"), namespace)
+    compute = namespace["compute"]
+    compute.source = text
+    return compute
 
 
 @dataclass
@@ -326,32 +392,62 @@ class FeatureExtractor:
     """Per-series counter memory. `extract` returns the features of one record (those
     its plan was asked for), or None when there are none (e.g. the first sample of a
     series that only has counters) and for samples not newer than the last one. A
-    counter that decreased was reset: it gets no rate for that interval."""
+    counter that decreased was reset: it gets no rate for that interval. `run` does the
+    same with a plan compiled with rules (`compile`): the detector's hot path."""
 
     plans: dict[str, FeaturePlan]
     series: dict[str, SeriesState] = field(default_factory=dict)
     counter_resets: int = 0
     _compute: dict[str, Callable] = field(default_factory=dict)
+    _nones: dict[str, tuple] = field(default_factory=dict)  # measurement -> no previous values
 
     def __post_init__(self) -> None:
-        self._compute = {m: compile_plan(p, m) for m, p in self.plans.items()}
+        self._compute = {m: self.compile(m) for m in self.plans}
+        self._nones = {m: (None,) * len(p.counters) for m, p in self.plans.items() if p.counters}
+
+    def compile(self, measurement: str, rules: tuple = (), always: bool = True) -> Callable:
+        return compile_plan(self.plans[measurement], measurement, rules, always)
 
     def extract(self, metric) -> dict | None:
         compute = self._compute.get(metric.name)
         if compute is None:
             return None
-        feats: dict = {}
-        if not self.plans[metric.name].counters:
-            compute(metric.fields, metric.tags, None, 1.0, feats)
-            return feats or None
+        out = self.run(metric, compute)
+        return None if out is None else out[0]
+
+    def run(self, metric, compute: Callable) -> tuple | None:
+        """One record through `compute` (compiled for its measurement): None, or (features
+        or None, rules fired, resets)."""
+        nones = self._nones.get(metric.name)
+        if nones is None:  # no counters: no memory
+            return compute(metric.fields, metric.tags, None, 1.0)
         st = self.series.get(metric.series)
         if st is None:
-            st = self.series[metric.series] = SeriesState(metric.ts, {})
-            compute(metric.fields, metric.tags, st.values, 1.0, feats)  # remembers values; no rate yet
+            st = self.series[metric.series] = SeriesState(metric.ts, nones)
+            dt = 1.0  # no previous values: no rate yet
         else:
             dt = metric.ts - st.ts
             if dt <= 0:
                 return None
-            self.counter_resets += compute(metric.fields, metric.tags, st.values, dt, feats)
             st.ts = metric.ts
-        return feats or None
+        out = compute(metric.fields, metric.tags, st, dt)
+        if out is not None and out[2]:
+            self.counter_resets += out[2]
+        return out
+
+    def state(self) -> dict[str, SeriesState]:
+        """The counter memory with each series' values by counter name (what a snapshot
+        holds: independent of the plans, which come from the rules in force)."""
+        out = {}
+        for key, st in self.series.items():
+            counters = self.plans[key.split("|", 1)[0]].counters
+            out[key] = SeriesState(st.ts, {c: v for c, v in zip(counters, st.values) if v is not None})
+        return out
+
+    def restore(self, series: dict[str, SeriesState]) -> None:
+        self.series = {}
+        for key, st in series.items():
+            measurement = key.split("|", 1)[0]
+            if measurement in self._nones:
+                values = st.values
+                self.series[key] = SeriesState(st.ts, tuple(values.get(c) for c in self.plans[measurement].counters))

@@ -204,7 +204,7 @@ class DetectStage:
         return _dump({
             "stage": {k: getattr(self, k) for k in self._STATE},
             "detector": {k: getattr(d, k) for k in self._DETECTOR},
-            "series": d.extractor.series, "resets": d.extractor.counter_resets,
+            "series": d.extractor.state(), "resets": d.extractor.counter_resets,
             # The models' run-time state; the trained models come from the worker's --models.
             "scorer": {k: getattr(d.models, k) for k in self._SCORER} if d.models is not None else None,
         })
@@ -215,7 +215,7 @@ class DetectStage:
             setattr(self, k, v)
         for k, v in state["detector"].items():
             setattr(self.detector, k, v)
-        self.detector.extractor.series = state["series"]
+        self.detector.extractor.restore(state["series"])
         self.detector.extractor.counter_resets = state["resets"]
         scorer = state.get("scorer")
         if self.detector.models is not None and scorer is not None:

@@ -229,3 +229,56 @@ def test_compiled_sums_and_argmaxes_agree_with_their_definition(first, second):
         expected = DERIVED["switch_port"][d].fn({r: every[r] for r in rates if r in every})
         assert (feats or {}).get(d) == expected
     assert fx.counter_resets == ref.counter_resets
+
+
+def _reference(p, fields: dict, tags: dict, before: dict | None, dt: float) -> dict:
+    """A plan's features the plain way: each rate from two numbers, each derived feature
+    from `Derived.fn` over a dict; only the wanted ones that are present."""
+    def number(v):
+        return v if type(v) in (int, float) else None
+
+    x: dict = {}
+    for g in p.gauges:
+        v = fields.get(g)
+        x[g] = tags.get(g) if v is None else v
+    for c in p.counters:
+        new, old = number(fields.get(c)), number((before or {}).get(c))
+        if new is not None and old is not None and new >= old:
+            x[f"{c}_rate"] = (new - old) / dt
+    for d in p.derived:
+        x[d.name] = d.fn({k: v for k, v in x.items() if v is not None})
+    return {k: v for k, v in x.items() if k in p.wanted and v is not None}
+
+
+gauge_values = st.one_of(st.none(), st.integers(0, 3 * 10**6), st.floats(0, 2e7), st.booleans(),
+                         st.sampled_from(["up", "down", "stormed", "operational", "7"]))
+
+
+@pytest.mark.parametrize("measurement", ["switch_port", "switch_queue", "nic_port"])
+@given(data=st.data())
+def test_compiled_plan_with_rules_agrees_with_rule_matches(measurement, data):
+    """Invariant compiled_rules: a plan compiled with the catalogue's rules yields the
+    features of the plain definition and fires exactly the rules whose `Rule.matches`
+    holds on them, whatever the fields hold (missing, reset, unchanged, equal ints, huge
+    ints, floats, booleans, strings)."""
+    from rules.loader import load_rules
+
+    rules = load_rules(None)
+    p = plan(measurement, rules.features_needed(measurement))
+    fx = FeatureExtractor({measurement: p})
+    compute = fx.compile(measurement, rules.by_measurement[measurement], always=True)
+    first = {c: data.draw(counter_values) for c in p.counters} | {g: data.draw(gauge_values) for g in p.gauges}
+    same = data.draw(st.lists(st.sampled_from(p.counters), max_size=len(p.counters)))
+    second = {c: data.draw(counter_values) for c in p.counters} | {g: data.draw(gauge_values) for g in p.gauges}
+    second |= {c: first[c] for c in same}  # some counters keep their value (the same object)
+    second |= {c: int(str(first[c])) for c in same[:3] if type(first[c]) is int}  # or an equal int
+    before = {k: v for k, v in first.items() if v is not None}
+    after = {k: v for k, v in second.items() if v is not None}
+    tags = {"host": "leaf01", "interface": "swp1", "queue": "3"}
+    for t, fields in ((0, before or {"x": 1}), (2.5, after or {"x": 1})):
+        m = Metric(measurement, tags, fields, T0 + t, f"{measurement}|s")
+        out = fx.run(m, compute)
+    feats, fired = (out[0], out[1]) if out else (None, [])
+    expected = _reference(p, after, tags, before, 2.5)
+    assert (feats or {}) == expected
+    assert fired == [r for r in rules.by_measurement[measurement] if expected and r.matches(expected)]
