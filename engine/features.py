@@ -139,7 +139,8 @@ class Derived:
     name: str
     inputs: tuple[str, ...]  # features it reads (and all it reads)
     fn: Callable[[dict], float | None]
-    kind: str = ""  # "sum" or "argmax" over rates: compiled inline (same arithmetic as `fn`)
+    kind: str = ""  # "sum", "argmax", "max" or "util": compiled inline (same arithmetic as `fn`)
+    scale: float = 1.0  # "util": the unit of the speed, in bit/s
 
 
 def _d(name, inputs, fn) -> Derived:
@@ -152,6 +153,14 @@ def _d_sum(name, inputs) -> Derived:
 
 def _d_argmax(name, inputs) -> Derived:
     return Derived(name, tuple(inputs), _argmax(inputs), "argmax")
+
+
+def _d_max(name, inputs) -> Derived:
+    return Derived(name, tuple(inputs), _max(inputs), "max")
+
+
+def _d_util(name, rate, speed, scale) -> Derived:
+    return Derived(name, (rate, speed), _util(rate, speed, scale), "util", scale)
 
 
 def _rates(names):
@@ -178,8 +187,8 @@ DERIVED: dict[str, dict[str, Derived]] = {
             _d_sum("pfc_rx_pause_us_rate", _sp_rxd),
             _d_argmax("pfc_tx_prio", _sp_tx),
             _d_argmax("pfc_rx_prio", _sp_rx),
-            _d("util_out", ["if_out_octets_rate", "speed_mbps"], _util("if_out_octets_rate", "speed_mbps", 1e6)),
-            _d("util_in", ["if_in_octets_rate", "speed_mbps"], _util("if_in_octets_rate", "speed_mbps", 1e6)),
+            _d_util("util_out", "if_out_octets_rate", "speed_mbps", 1e6),
+            _d_util("util_in", "if_in_octets_rate", "speed_mbps", 1e6),
         )
     },
     "nic_port": {
@@ -190,12 +199,11 @@ DERIVED: dict[str, dict[str, Derived]] = {
             _d_sum("tx_pause_us_rate", _nic_txd),
             _d_argmax("tx_pause_prio", _nic_tx),
             _d_argmax("rx_pause_prio", _nic_rx),
-            _d("util_tx", ["tx_bytes_rate", "speed"], _util("tx_bytes_rate", "speed", 1e6)),
-            _d("util_rx", ["rx_bytes_rate", "speed"], _util("rx_bytes_rate", "speed", 1e6)),
+            _d_util("util_tx", "tx_bytes_rate", "speed", 1e6),
+            _d_util("util_rx", "rx_bytes_rate", "speed", 1e6),
             _d_sum("oob_rate", _oob),
             _d_sum("retrans_rate", _retx),
-            _d("pci_stall", ["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"],
-               _max(["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"])),
+            _d_max("pci_stall", ["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"]),
         )
     },
     "storage": {
@@ -246,10 +254,13 @@ def plan(measurement: str, wanted: frozenset[str]) -> FeaturePlan:
     return FeaturePlan(counters, gauges, tuple(chosen), frozenset(wanted))
 
 
+NOT_YET = type("NotYet", (), {"__repr__": lambda self: "NOT_YET"})()  # no value of a counter yet
+
+
 @dataclass(slots=True)
 class SeriesState:
     ts: float
-    values: tuple  # the plan's counters' last numeric values, in plan order (None: none yet)
+    values: tuple  # the plan's counters' last numeric values, in plan order (or NOT_YET)
     # The series lacks some of the plan's counters (e.g. a NIC's pause counters of the
     # priorities it does not use): they are read one by one, not all at once, which
     # would fail on every record.
@@ -285,7 +296,8 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     of idle priorities; or an equal int, whose difference is exactly 0). Derived sums
     and argmaxes are added up inline; the other derived features get a dict of their
     inputs. The rules' conditions are tested on the locals, so a record no rule fires on
-    builds no feature dict: unless `always`, compute returns None when no rule fired and no
+    builds no feature dict, nor the derived features that only report (e.g. which PFC
+    priority pauses): unless `always`, compute returns None when no rule fired and no
     counter was reset. The features (only those `wanted`, and only present ones) and the
     rules that fired (in the order given; none when there is no feature) are what
     `FeatureExtractor.extract` and `Detector.process` hand on.
@@ -316,10 +328,12 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
         local[f"{c}_rate"] = r
         floats.add(r)
         src += [
-            f"    if {x} is {o}:",  # unchanged (o holds a number, or None and so does x)
-            f"        {r} = None if {x} is None else 0.0",
+            f"    if {x} is {o}:",  # the very number it held before
+            f"        {r} = 0.0",
+            f"    elif {x} is None:",  # absent
+            f"        {r} = None",
             f"    elif type({x}) is int:",
-            f"        if {o} is None:",
+            f"        if {o} is NOT_YET:",
             f"            {r} = None",
             f"        elif {x} == {o}:",  # an int equal to its previous value: x - o is exactly 0
             f"            {r} = 0.0",
@@ -330,7 +344,7 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
             f"            {r} = None",
             f"        {o} = {x}",
             f"    elif type({x}) is float:",
-            f"        if {o} is None:",
+            f"        if {o} is NOT_YET:",
             f"            {r} = None",
             f"        elif {x} >= {o}:",
             f"            {r} = ({x} - {o}) / dt",
@@ -338,30 +352,41 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
             "            resets += 1",
             f"            {r} = None",
             f"        {o} = {x}",
-            "    else:",  # absent, or not a number (a string, a boolean): no rate, nothing kept
+            "    else:",  # not a number (a string, a boolean): no rate, nothing kept
             f"        {r} = None",
         ]
     if n:
         src.append(f"    st.values = ({os_})")
+    tested = {c.feature for r in rules for c in (*r.all, *r.any)}
+    late: list[str] = []  # derived features no condition reads: computed once a rule fired
     for j, d in enumerate(p.derived):
         v = local[d.name] = f"D{j}"
         ins = [(k, local[name]) for k, name in enumerate(d.inputs) if name in local]
+        out = src if d.name in tested else late
         if d.kind == "sum":  # as `_sum`: from 0.0, the present rates in order
             floats.add(v)
-            src.append("    t, seen = 0.0, False")
+            out.append("    t, seen = 0.0, False")
             for _, w in ins:
-                src += [f"    if {w} is not None:", f"        t += {w}", "        seen = True"]
-            src.append(f"    {v} = t if seen else None")
+                out += [f"    if {w} is not None:", f"        t += {w}", "        seen = True"]
+            out.append(f"    {v} = t if seen else None")
         elif d.kind == "argmax":  # as `_argmax`: the first index of the largest rate above 0
             floats.add(v)
-            src.append(f"    best, {v} = 0.0, None")
+            out.append(f"    best, {v} = 0.0, None")
             for k, w in ins:
-                src += [f"    if {w} is not None and {w} > best:", f"        best, {v} = {w}, {float(k)!r}"]
+                out += [f"    if {w} is not None and {w} > best:", f"        best, {v} = {w}, {float(k)!r}"]
+        elif d.kind == "max":  # as `_max`: the first largest of the inputs that are numbers
+            out.append(f"    {v} = None")
+            for _, w in ins:
+                out += [f"    if isinstance({w}, NUMBER) and ({v} is None or {w} > {v}):", f"        {v} = {w}"]
+        elif d.kind == "util":  # as `_util`: rate (bytes/s) * 8 over a positive speed
+            r, sp = (local.get(name, "None") for name in d.inputs)
+            out += [f"    if {r} is None or not isinstance({sp}, NUMBER) or {sp} <= 0:", f"        {v} = None",
+                    "    else:", f"        {v} = {r} * 8.0 / ({sp} * {d.scale!r})"]
         else:
-            src.append("    x = {}")
+            out.append("    x = {}")
             for name, w in ((name, local[name]) for name in d.inputs if name in local):
-                src += [f"    if {w} is not None:", f"        x[{name!r}] = {w}"]
-            src.append(f"    {v} = FN[{j}](x)")
+                out += [f"    if {w} is not None:", f"        x[{name!r}] = {w}"]
+            out.append(f"    {v} = FN[{j}](x)")
     src.append("    fired = []")
     for j, r in enumerate(rules):
         parts = []
@@ -372,12 +397,13 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
         src += [f"    if {' and '.join(parts) or 'True'}:", f"        fired.append(RULES[{j}])"]
     if not always:
         src += ["    if not fired:", "        return (None, fired, resets) if resets else None"]
+    src += late
     src.append("    feats = {}")
     for name in sorted(p.wanted):
         if name in local:
             src += [f"    if {local[name]} is not None:", f"        feats[{name!r}] = {local[name]}"]
     src.append("    return (feats, fired, resets) if feats else (None, [], resets)")
-    namespace = {"NUM": _NUMBERS, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
+    namespace = {"NUM": _NUMBERS, "NUMBER": (int, float), "NOT_YET": NOT_YET, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
                  "READ": itemgetter(*p.counters) if n > 1 else (lambda f: (f[p.counters[0]],)) if n else None,
                  "COUNTERS": p.counters}
     text = "\n".join(src)
@@ -399,11 +425,11 @@ class FeatureExtractor:
     series: dict[str, SeriesState] = field(default_factory=dict)
     counter_resets: int = 0
     _compute: dict[str, Callable] = field(default_factory=dict)
-    _nones: dict[str, tuple] = field(default_factory=dict)  # measurement -> no previous values
+    _fresh: dict[str, tuple] = field(default_factory=dict)  # measurement -> no previous values
 
     def __post_init__(self) -> None:
         self._compute = {m: self.compile(m) for m in self.plans}
-        self._nones = {m: (None,) * len(p.counters) for m, p in self.plans.items() if p.counters}
+        self._fresh = {m: (NOT_YET,) * len(p.counters) for m, p in self.plans.items() if p.counters}
 
     def compile(self, measurement: str, rules: tuple = (), always: bool = True) -> Callable:
         return compile_plan(self.plans[measurement], measurement, rules, always)
@@ -418,12 +444,12 @@ class FeatureExtractor:
     def run(self, metric, compute: Callable) -> tuple | None:
         """One record through `compute` (compiled for its measurement): None, or (features
         or None, rules fired, resets)."""
-        nones = self._nones.get(metric.name)
-        if nones is None:  # no counters: no memory
+        fresh = self._fresh.get(metric.name)
+        if fresh is None:  # no counters: no memory
             return compute(metric.fields, metric.tags, None, 1.0)
         st = self.series.get(metric.series)
         if st is None:
-            st = self.series[metric.series] = SeriesState(metric.ts, nones)
+            st = self.series[metric.series] = SeriesState(metric.ts, fresh)
             dt = 1.0  # no previous values: no rate yet
         else:
             dt = metric.ts - st.ts
@@ -441,13 +467,13 @@ class FeatureExtractor:
         out = {}
         for key, st in self.series.items():
             counters = self.plans[key.split("|", 1)[0]].counters
-            out[key] = SeriesState(st.ts, {c: v for c, v in zip(counters, st.values) if v is not None})
+            out[key] = SeriesState(st.ts, {c: v for c, v in zip(counters, st.values) if v is not NOT_YET})
         return out
 
     def restore(self, series: dict[str, SeriesState]) -> None:
         self.series = {}
         for key, st in series.items():
             measurement = key.split("|", 1)[0]
-            if measurement in self._nones:
+            if measurement in self._fresh:
                 values = st.values
-                self.series[key] = SeriesState(st.ts, tuple(values.get(c) for c in self.plans[measurement].counters))
+                self.series[key] = SeriesState(st.ts, tuple(values.get(c, NOT_YET) for c in self.plans[measurement].counters))
