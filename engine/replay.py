@@ -7,13 +7,17 @@ per-record database writes).
 from __future__ import annotations
 
 import gc
-import gzip
 import io
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
+
+try:  # ISA-L's inflate is about 2.5x zlib's; the standard gzip module is the fallback
+    from isal.igzip import open as _gzip_open
+except ImportError:  # pragma: no cover
+    from gzip import open as _gzip_open
 
 from engine.pipeline import Pipeline, Stats
 from engine.types import Reject
@@ -42,7 +46,7 @@ def open_lines(path: Path) -> Iterator[bytes]:
         raise ReplayError(f"{path}: no such telemetry file")
     with open(path, "rb") as fh:
         magic = fh.read(2)
-    opener = gzip.open if magic == b"\x1f\x8b" else open
+    opener = _gzip_open if magic == b"\x1f\x8b" else open
     # Iterating a GzipFile calls its Python-level readline per line; a BufferedReader
     # over it splits lines in C from large decompressed chunks.
     with opener(path, "rb") as raw, io.BufferedReader(raw, READ_CHUNK) as fh:
