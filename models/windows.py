@@ -7,6 +7,7 @@ entities that reported in it get a row.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 from models.catalogue import BY_MEASUREMENT, EWM_ALPHA, ModelClass
@@ -36,30 +37,42 @@ def symptom_entity(cls: ModelClass, key: str) -> str:
 
 
 def _compile_accumulate(names: tuple[str, ...]):
-    """acc(feats, sums, counts): add each numeric feature of `names` found in `feats` to
-    its running sum and count. Straight-line code, generated once per class: it runs for
-    every record the models see."""
-    src = ["def acc(feats, sums, counts):", "    g = feats.get"]
+    """acc(feats, slot): add the features `names` of one record to the slot's window sums.
+    It runs for every record the models see, so the usual record (every feature present
+    and a number) takes one C call to read them and one to add them, and counts once
+    (`slot.full`); a record that lacks one or holds a string goes feature by feature
+    (`slot.counts`). Generated once per class."""
+    src = ["def acc(feats, slot):",
+           "    try:",
+           "        slot.sums = list(map(add, slot.sums, READ(feats)))",
+           "        slot.full += 1",
+           "        return",
+           "    except (KeyError, TypeError):",
+           "        pass",
+           "    sums, counts, g = slot.sums, slot.counts, feats.get"]
     for i, n in enumerate(names):
         src += [f"    v = g({n!r})", "    if v is not None and v.__class__ is not str:",
                 f"        sums[{i}] += v", f"        counts[{i}] += 1"]
-    namespace: dict = {}
+    namespace: dict = {"add": operator.add, "READ": operator.itemgetter(*names)}
     exec(compile("\n".join(src), "<model windows>", "exec"), namespace)
     return namespace["acc"]
 
 
 _ACCUMULATE = {c.name: _compile_accumulate(c.feature_names) for c in BY_MEASUREMENT.values()}
+assert all(len(c.features) >= 2 for c in BY_MEASUREMENT.values())  # itemgetter returns a tuple
 
 
 @dataclass
 class Slot:
-    """One entity's running sums for the open window."""
+    """One entity's running sums for the open window: `full` records had every feature,
+    `counts` counts the features of the others one by one."""
 
     cls: str
     key: str
     device: str
     sums: list[float]
     counts: list[int]
+    full: int = 0
 
 
 @dataclass
@@ -83,7 +96,7 @@ class WindowCutter:
             slot = self.slots[series] = Slot(cls.name, key, tags["host"], [0.0] * n, [0] * n)
         if self.start is None:
             self.start = ts // self.window_s * self.window_s
-        _ACCUMULATE[slot.cls](feats, slot.sums, slot.counts)
+        _ACCUMULATE[slot.cls](feats, slot)
 
     def due(self, now: float) -> bool:
         return self.start is not None and now >= self.start + self.window_s
@@ -94,14 +107,15 @@ class WindowCutter:
         start = self.start
         rows: dict[str, list[tuple[Slot, list[float]]]] = {}
         for slot in self.slots.values():
-            counts = slot.counts
-            if not any(counts):
+            full, counts = slot.full, slot.counts
+            if not full and not any(counts):
                 continue
-            means = [s / c if c else NAN for s, c in zip(slot.sums, counts)]
+            means = [s / (full + c) if full + c else NAN for s, c in zip(slot.sums, counts)]
             rows.setdefault(slot.cls, []).append((slot, means))
             n = len(counts)
             slot.sums = [0.0] * n
             slot.counts = [0] * n
+            slot.full = 0
         self.start = now // self.window_s * self.window_s
         return start, rows
 
