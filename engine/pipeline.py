@@ -221,6 +221,7 @@ class DetectStage:
         if self.detector.models is not None and scorer is not None:
             for k, v in scorer.items():
                 setattr(self.detector.models, k, v)
+            self.detector.models.restored()
 
 
 SNAPSHOT_VERSION = 1

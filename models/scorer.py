@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the store imports scikit-learn; scoring itself needs only n
     from models.store import ModelSet
 
 RULE_PREFIX = "model:"
+INF = float("inf")
 SEVERITY = 0.5
 REPORTED = 3  # driving features a symptom carries as evidence
 
@@ -63,6 +64,7 @@ class ModelScorer:
     windows: int = 0
     anomalies: int = 0
     _out: list[Symptom] = field(default_factory=list)
+    _quiet_until: float = -float("inf")  # event time before which `advance` has nothing to expire
 
     def __post_init__(self) -> None:
         self.cutter = WindowCutter(self.models.window_s)
@@ -75,15 +77,27 @@ class ModelScorer:
         if self.cutter.due(now):
             start, rows = self.cutter.close(now)
             self._score(start, start + self.models.window_s, rows)
+        elif now <= self._quiet_until:
+            return  # no window closed and nothing can have expired: skip the scans
         w = self.models.window_s
+        clear = self.clear_windows * w
         for key, sym in list(self.active.items()):
-            if sym.last < now - self.clear_windows * w:
+            if sym.last < now - clear:
                 sym.end = sym.last
                 del self.active[key]
                 self._out.append(sym)
         for key, st in list(self.streaks.items()):
             if st.last < now - w and key not in self.active:
                 del self.streaks[key]
+        # Only scoring (above) moves `last` or adds entries, so until the earliest of
+        # these times passes, a tick without a window to close has nothing to do.
+        self._quiet_until = min(
+            min((sym.last + clear for sym in self.active.values()), default=INF),
+            min((st.last + w for key, st in self.streaks.items() if key not in self.active), default=INF))
+
+    def restored(self) -> None:
+        """The run-time state was replaced (a checkpoint): scan at the next tick."""
+        self._quiet_until = -INF
 
     def drain(self) -> list[Symptom]:
         out, self._out = self._out, []
