@@ -64,7 +64,7 @@ class ModelScorer:
     windows: int = 0
     anomalies: int = 0
     _out: list[Symptom] = field(default_factory=list)
-    _quiet_until: float = -float("inf")  # event time before which `advance` has nothing to expire
+    _quiet_until: float = -INF  # event time before which `advance` has nothing to expire
 
     def __post_init__(self) -> None:
         self.cutter = WindowCutter(self.models.window_s)
