@@ -1,4 +1,4 @@
-"""Kafka throughput: records/s of the faust workers end to end vs. aiokafka consuming alone.
+"""Kafka throughput: records/s of the faust workers end to end vs. consuming alone.
 
     .venv/bin/python bench/kafka_throughput.py [--records 200000] [--bootstrap HOST:PORT]
                                                [--out docs/benchmarks.md]
@@ -7,8 +7,11 @@ Generates (once, cached under .cache/bench/) a pfc_storm scenario of at least --
 telemetry records, starts a broker of its own (scripts/kafka-dev on free ports, a temporary
 state folder) unless --bootstrap is given, publishes the scenario to three fresh topic
 prefixes (raw, one worker, two workers) and measures, in one run:
-  raw       - an AIOKafkaConsumer (the client faust uses) reading the telemetry topic from
-              the beginning to its end offsets in getmany batches, no processing
+  raw aiokafka - an AIOKafkaConsumer (the Kafka client under faust) reading the telemetry
+              topic from the beginning to its end offsets in getmany batches, no processing
+  raw faust - the workers' own faust app (`streams.app.new_app`: same transport and
+              settings) in a fresh process with one agent that only counts the messages;
+              timed from its first message to its last
   1 worker  - one `cli.main worker` process: from the moment it answers /healthz until
               /metrics fabric_rca_records_total reaches the records published and the
               incident is in its SQLite store
@@ -215,6 +218,67 @@ def measure_raw(bootstrap: str, topic: str, *, records: int, messages: int) -> d
     return r
 
 
+def _faust_count(bootstrap: str, prefix: str, messages: int, topology: str, tmp: str, attempt: str) -> None:
+    """The child of `measure_faust`: the worker's faust app (`streams.app.new_app`: same
+    transport, consumer and broker settings) with one agent that only counts the telemetry
+    messages (no decoding, acked as faust acks), as a worker process runs it. Prints the
+    seconds from the first message to the last as JSON, then stops like a worker on SIGTERM."""
+    import asyncio
+
+    from faust.worker import Worker as FaustWorker
+
+    from streams.app import new_app
+    from streams.settings import WorkerSettings
+
+    settings = WorkerSettings.with_prefix(f"{prefix}faustraw{attempt}.", bootstrap=bootstrap, db_url="sqlite://",
+                                          topology=Path(topology), web_port=_free_port(), data_dir=Path(tmp))
+    app = new_app(settings)
+    telemetry = app.topic(prefix + "fabric.telemetry", key_type=bytes, value_type=bytes,
+                          key_serializer="raw", value_serializer="raw")
+    seen = {"n": 0, "bytes": 0, "t0": 0.0}
+
+    @app.agent(telemetry, concurrency=1)
+    async def count(stream):
+        async for event in stream.events():
+            if seen["n"] == 0:
+                seen["t0"] = time.perf_counter()
+            seen["n"] += 1
+            seen["bytes"] += len(event.value)
+            if seen["n"] == messages:
+                print(json.dumps({"messages": seen["n"], "bytes": seen["bytes"],
+                                  "seconds": time.perf_counter() - seen["t0"]}), flush=True)
+                asyncio.get_running_loop().call_soon(os.kill, os.getpid(), signal.SIGTERM)
+
+    FaustWorker(app, loglevel="WARNING", quiet=True, redirect_stdouts=False).execute_from_commandline()
+
+
+def measure_faust(bootstrap: str, prefix: str, *, records: int, messages: int, topology: Path, tmp: Path) -> dict:
+    """faust-streaming alone (the library the workers consume with), in a fresh process.
+    Timed from its first message to its last, so group joining is not counted: a worker is
+    timed from /healthz, which comes before it, so this ratio is the conservative one."""
+    for attempt in range(3):
+        # A fresh group (a new app id) each time. On a broker that has just started, the
+        # first consumer group can meet "GroupCoordinatorNotAvailable" while the offsets
+        # topic is being created, and faust then stops without error: try again.
+        folder = tmp / f"faust-raw-{attempt}"
+        folder.mkdir(exist_ok=True)
+        out = subprocess.run([sys.executable, __file__, "--child-faust", bootstrap, prefix, str(messages),
+                              str(topology), str(folder), str(attempt)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=600)
+        # faust's terminal codes (cursor off/on) may precede the JSON on its line
+        lines = [ln[ln.index("{"):] for ln in out.stdout.splitlines() if "{" in ln]
+        if lines:
+            break
+        print(f"the faust consumer printed no result ({out.returncode}), trying again:\n{out.stderr[-1000:]}",
+              file=sys.stderr)
+    else:
+        raise RuntimeError(f"the faust consumer printed no result ({out.returncode}):\n{out.stderr[-3000:]}")
+    r = json.loads(lines[-1])
+    r["records"] = records
+    r["rate"] = records / r["seconds"]
+    return r
+
+
 def _stored(db: Path) -> list[dict]:
     from sqlmodel import Session
 
@@ -364,7 +428,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for one measured run")
     ap.add_argument("--child-raw", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
+    ap.add_argument("--child-faust", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child_faust:
+        bootstrap, prefix, messages, topology, tmp, attempt = args.child_faust
+        _faust_count(bootstrap, prefix, int(messages), topology, tmp, attempt)
+        return
     if args.child_raw:
         import asyncio
 
@@ -399,6 +468,9 @@ def main() -> None:
             print("raw aiokafka consumer ...", file=sys.stderr)
             raw = measure_raw(bootstrap, prefixes["raw"] + "fabric.telemetry", records=records,
                               messages=_messages(published["raw"]))
+            print("raw faust-streaming consumer ...", file=sys.stderr)
+            fraw = measure_faust(bootstrap, prefixes["raw"], records=records, messages=_messages(published["raw"]),
+                                 topology=folder / "topology.dot", tmp=tmp)
             print("one worker ...", file=sys.stderr)
             one = measure_workers(1, bootstrap=bootstrap, folder=folder, prefix=prefixes["one"], cause=cause,
                                   published=published["one"].records, tmp=tmp, timeout_s=args.timeout)
@@ -421,25 +493,32 @@ def main() -> None:
     pub = list(published.values())
     pub_rate = sum(p.records + p.jobs for p in pub) / sum(p.seconds for p in pub)
     ratio1 = one["rate"] / raw["rate"]
+    ratio1f = one["rate"] / fraw["rate"]
     rows = [
-        ("raw (aiokafka getmany, no processing)", raw),
-        ("1 worker (end to end)", one),
-        ("2 workers (end to end)", two),
+        ("raw: aiokafka getmany, no processing", raw, "raw"),
+        ("raw: faust-streaming agent, no processing", fraw, "raw"),
+        ("1 worker (end to end)", one, "one"),
+        ("2 workers (end to end)", two, "two"),
     ]
-    head = ["| run | records | Kafka messages | seconds | records/s | ratio to raw |", "|---|---|---|---|---|---|"]
+    head = ["| run | records | Kafka messages | seconds | records/s | ratio to aiokafka raw | ratio to faust raw |",
+            "|---|---|---|---|---|---|---|"]
     table = [f"| {label} | {r['records']:,} | {_messages(published[key]):,} | "
-             f"{r['seconds']:.{2 if r['seconds'] < 10 else 1}f} | {r['rate']:,.0f} | {r['rate'] / raw['rate']:.2f} |"
-             for (label, r), key in zip(rows, ("raw", "one", "two"))]
+             f"{r['seconds']:.{2 if r['seconds'] < 10 else 1}f} | {r['rate']:,.0f} | {r['rate'] / raw['rate']:.2f} | "
+             f"{r['rate'] / fraw['rate']:.2f} |"
+             for label, r, key in rows]
     verdict = [
         f"- one worker >= {TARGET_RATE:,} records/s end to end: {one['rate']:,.0f} -> "
         f"**{'PASS' if one['rate'] >= TARGET_RATE else 'MISS'}**",
-        f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate: {ratio1:.0%} -> "
-        f"**{'PASS' if ratio1 >= TARGET_RATIO else 'MISS'}**",
+        f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate of faust-streaming, the client library "
+        f"the workers consume with: {ratio1f:.0%} -> **{'PASS' if ratio1f >= TARGET_RATIO else 'MISS'}**",
+        f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate of aiokafka, the Kafka client under faust: "
+        f"{ratio1:.0%} -> **{'PASS' if ratio1 >= TARGET_RATIO else 'MISS'}**",
     ]
     details = [
         f"- publish (`publish_files` with its defaults, kafka-python, acks=all): {pub_rate:,.0f} records/s "
         f"({', '.join(f'{p.seconds:.1f} s' for p in pub)} for the three prefixes)",
-        f"- raw consume: {raw['bytes'] / raw['seconds'] / 2**20:,.1f} MiB/s of values",
+        f"- raw consume: aiokafka {raw['bytes'] / raw['seconds'] / 2**20:,.1f} MiB/s of values, "
+        f"faust-streaming {fraw['bytes'] / fraw['seconds'] / 2**20:,.1f} MiB/s",
         f"- max `fabric_rca_processing_delay_seconds` (sampled every {SAMPLE_EVERY_S} s): "
         f"1 worker {one['max_delay_s']:.1f} s, 2 workers {two['max_delay_s']:.1f} s",
         f"- detection delay in event time (detected_at - opened_at of the stored incident): "
@@ -469,6 +548,11 @@ def main() -> None:
         f"{os.cpu_count()}-core machine, so the figures are lower than on separate hosts; ratios within one run are "
         f"the meaningful part. Worker runs are timed from /healthz (2 workers: +{SETTLE_S:.0f} s for the group to "
         f"settle) until `fabric_rca_records_total` reaches the records published and the incident is in the store. "
+        f"Two raw rates: aiokafka's getmany (the Kafka client faust is built on, its floor) and a faust-streaming "
+        f"agent that only counts messages, in the workers' own app (`streams.app.new_app`), timed from its first "
+        f"message to its last (the worker's clock also runs while it joins the group, so its ratio is conservative). "
+        f"The workers consume with faust-streaming, so the issue's \"same client library\" is read as faust-streaming; "
+        f"both ratios are given. "
         f"Target: one worker >= {TARGET_RATE:,} records/s end to end and >= {TARGET_RATIO:.0%} of the raw consume rate.",
         "",
         *head, *table,

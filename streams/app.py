@@ -133,26 +133,10 @@ class Checkpoints:
                 d.pop(key, None)
 
 
-def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig(),
-              read_snapshots: Callable[[], dict[str, tuple[int, bytes]]] | None = None) -> faust.App:
-    """The worker app. `read_snapshots` (key -> (offset, snapshot)) defaults to reading the
-    state topic; broker-free tests pass their own."""
-    rules = load_rules(list(settings.rule_files) or None)
-    models = None
-    if settings.models_dir is not None:
-        from models.store import load as load_models  # scikit-learn only when models are used
-        models = load_models(settings.models_dir)
-    topology = load_topology(settings.topology)
-    roles = {d: topology.role(d) for d in topology.devices()}
-    sink = StoreSink(settings.db_url, topology=topology.to_dict())
-
-    def new_correlate() -> CorrelateStage:
-        book = JobBook()
-        if settings.jobs_file:
-            for _, job in load_jobs(settings.jobs_file):
-                book.update(job)
-        return CorrelateStage(topology=topology, rules=rules, jobs=book, config=config)
-
+def new_app(settings: WorkerSettings) -> faust.App:
+    """The faust app with the worker's broker, producer and consumer settings and no agents:
+    `build_app` adds the stages; the Kafka benchmark's raw consumer adds a counting agent,
+    so both read through exactly the same client stack."""
     app = faust.App(
         settings.app_id,
         broker=f"kafka://{settings.bootstrap}",
@@ -180,6 +164,30 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
     )
     app.transport = Transport(app.conf.broker_consumer, app)  # see streams.transport
+    return app
+
+
+def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig(),
+              read_snapshots: Callable[[], dict[str, tuple[int, bytes]]] | None = None) -> faust.App:
+    """The worker app. `read_snapshots` (key -> (offset, snapshot)) defaults to reading the
+    state topic; broker-free tests pass their own."""
+    rules = load_rules(list(settings.rule_files) or None)
+    models = None
+    if settings.models_dir is not None:
+        from models.store import load as load_models  # scikit-learn only when models are used
+        models = load_models(settings.models_dir)
+    topology = load_topology(settings.topology)
+    roles = {d: topology.role(d) for d in topology.devices()}
+    sink = StoreSink(settings.db_url, topology=topology.to_dict())
+
+    def new_correlate() -> CorrelateStage:
+        book = JobBook()
+        if settings.jobs_file:
+            for _, job in load_jobs(settings.jobs_file):
+                book.update(job)
+        return CorrelateStage(topology=topology, rules=rules, jobs=book, config=config)
+
+    app = new_app(settings)
     raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
     telemetry = app.topic(*settings.telemetry_topics, **raw)
     jobs_topic = app.topic(settings.jobs_topic, **raw)
