@@ -5,8 +5,9 @@
 
 Generates (once, cached under .cache/bench/) a pfc_storm scenario of at least --records
 telemetry records, starts a broker of its own (scripts/kafka-dev on free ports, a temporary
-state folder) unless --bootstrap is given, publishes the scenario to three fresh topic
-prefixes (raw, one worker, two workers) and measures, in one run:
+state folder) unless --bootstrap is given, publishes the scenario to fresh topic
+prefixes (raw, one per one-worker run, two workers) and measures, in one run (the raw
+consumers and one worker --repeat times, interleaved; the run of median duration counts):
   raw aiokafka - an AIOKafkaConsumer (the Kafka client under faust) reading the telemetry
               topic from the beginning to its end offsets in getmany batches, no processing
   raw faust - the workers' own faust app (`streams.app.new_app`: same transport and
@@ -252,7 +253,8 @@ def _faust_count(bootstrap: str, prefix: str, messages: int, topology: str, tmp:
     FaustWorker(app, loglevel="WARNING", quiet=True, redirect_stdouts=False).execute_from_commandline()
 
 
-def measure_faust(bootstrap: str, prefix: str, *, records: int, messages: int, topology: Path, tmp: Path) -> dict:
+def measure_faust(bootstrap: str, prefix: str, *, records: int, messages: int, topology: Path, tmp: Path,
+                  tag: str) -> dict:
     """faust-streaming alone (the library the workers consume with), in a fresh process.
     Timed from its first message to its last, so group joining is not counted: a worker is
     timed from /healthz, which comes before it, so this ratio is the conservative one."""
@@ -260,10 +262,10 @@ def measure_faust(bootstrap: str, prefix: str, *, records: int, messages: int, t
         # A fresh group (a new app id) each time. On a broker that has just started, the
         # first consumer group can meet "GroupCoordinatorNotAvailable" while the offsets
         # topic is being created, and faust then stops without error: try again.
-        folder = tmp / f"faust-raw-{attempt}"
+        folder = tmp / f"faust-raw-{tag}-{attempt}"
         folder.mkdir(exist_ok=True)
         out = subprocess.run([sys.executable, __file__, "--child-faust", bootstrap, prefix, str(messages),
-                              str(topology), str(folder), str(attempt)],
+                              str(topology), str(folder), f"{tag}-{attempt}"],
                              cwd=ROOT, capture_output=True, text=True, timeout=600)
         # faust's terminal codes (cursor off/on) may precede the JSON on its line
         lines = [ln[ln.index("{"):] for ln in out.stdout.splitlines() if "{" in ln]
@@ -309,9 +311,8 @@ def _found(incidents: list[dict], cause: str) -> dict | None:
 
 
 def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, published: int, cause: str,
-                    tmp: Path, timeout_s: float) -> dict:
-    profile_dir = os.environ.get("FABRIC_RCA_BENCH_PROFILE")
-    label = "one" if n == 1 else "two"
+                    tmp: Path, timeout_s: float, label: str, profile: bool = False) -> dict:
+    profile_dir = os.environ.get("FABRIC_RCA_BENCH_PROFILE") if profile else None
     db = tmp / f"{label}.db"
     workers: list[Worker] = []
     # The schema first: workers started together on a fresh SQLite file race on CREATE TABLE
@@ -323,11 +324,11 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
     engine.dispose()
     try:
         for i in range(n):
-            profile = Path(profile_dir) / f"worker-{label}.prof" if profile_dir and n == 1 else None
-            if profile:
-                profile.parent.mkdir(parents=True, exist_ok=True)
+            prof = Path(profile_dir) / f"worker-{label}.prof" if profile_dir and n == 1 else None
+            if prof:
+                prof.parent.mkdir(parents=True, exist_ok=True)
             workers.append(Worker(f"{label}-{i}", bootstrap=bootstrap, folder=folder, prefix=prefix, db=db,
-                                  tmp=tmp, profile=profile))
+                                  tmp=tmp, profile=prof))
         deadline = time.monotonic() + 90
         waiting = list(workers)
         while waiting:
@@ -412,6 +413,15 @@ def _messages(stats) -> int:
     return getattr(stats, "messages", stats.records + stats.jobs) - stats.jobs
 
 
+def _median(runs: list[dict]) -> dict:
+    """The run of median duration (of an even number, the slower middle one)."""
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+
+
+def _secs(s: float) -> str:
+    return f"{s:.{2 if s < 10 else 1}f}"
+
+
 def _counts(d: dict[str, int]) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in d.items()) or "none"
 
@@ -427,6 +437,8 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=ROOT / ".cache" / "bench")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for one measured run")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each raw consumer and of one worker, interleaved; medians are reported")
     ap.add_argument("--child-raw", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     ap.add_argument("--child-faust", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -449,7 +461,8 @@ def main() -> None:
     truth = json.loads((folder / "truth.json").read_text())
     cause = truth["faults"][0]["cause"]
     stem = f"bench{uuid.uuid4().hex[:6]}."
-    prefixes = {name: f"{stem}{name}." for name in ("raw", "one", "two")}
+    ones = [f"one{i}" for i in range(args.repeat)]
+    prefixes = {name: f"{stem}{name}." for name in ("raw", *ones, "two")}
     published: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -465,18 +478,21 @@ def main() -> None:
                 published[name] = publish_files([folder / "telemetry.jsonl.gz"], bootstrap=bootstrap,
                                                 topic=prefix + "fabric.telemetry", jobs_topic=prefix + "fabric.jobs")
             records = published["raw"].records
-            print("raw aiokafka consumer ...", file=sys.stderr)
-            raw = measure_raw(bootstrap, prefixes["raw"] + "fabric.telemetry", records=records,
-                              messages=_messages(published["raw"]))
-            print("raw faust-streaming consumer ...", file=sys.stderr)
-            fraw = measure_faust(bootstrap, prefixes["raw"], records=records, messages=_messages(published["raw"]),
-                                 topology=folder / "topology.dot", tmp=tmp)
-            print("one worker ...", file=sys.stderr)
-            one = measure_workers(1, bootstrap=bootstrap, folder=folder, prefix=prefixes["one"], cause=cause,
-                                  published=published["one"].records, tmp=tmp, timeout_s=args.timeout)
+            raws, fraws, oneruns = [], [], []
+            for i, name in enumerate(ones):  # interleaved, so a noisy minute hits all three alike
+                print(f"round {i + 1} of {args.repeat}: raw aiokafka consumer, raw faust-streaming consumer, "
+                      "one worker ...", file=sys.stderr)
+                raws.append(measure_raw(bootstrap, prefixes["raw"] + "fabric.telemetry", records=records,
+                                        messages=_messages(published["raw"])))
+                fraws.append(measure_faust(bootstrap, prefixes["raw"], records=records,
+                                           messages=_messages(published["raw"]), topology=folder / "topology.dot",
+                                           tmp=tmp, tag=str(i)))
+                oneruns.append(measure_workers(1, bootstrap=bootstrap, folder=folder, prefix=prefixes[name],
+                                               cause=cause, published=published[name].records, tmp=tmp,
+                                               timeout_s=args.timeout, label=name, profile=i == 0))
             print("two workers ...", file=sys.stderr)
             two = measure_workers(2, bootstrap=bootstrap, folder=folder, prefix=prefixes["two"], cause=cause,
-                                  published=published["two"].records, tmp=tmp, timeout_s=args.timeout)
+                                  published=published["two"].records, tmp=tmp, timeout_s=args.timeout, label="two")
         finally:
             if broker is not None:
                 try:
@@ -492,19 +508,22 @@ def main() -> None:
 
     pub = list(published.values())
     pub_rate = sum(p.records + p.jobs for p in pub) / sum(p.seconds for p in pub)
+    raw, fraw, one = _median(raws), _median(fraws), _median(oneruns)
+    runs = {"raw": raws, "fraw": fraws, "one": oneruns, "two": [two]}
     ratio1 = one["rate"] / raw["rate"]
     ratio1f = one["rate"] / fraw["rate"]
     rows = [
         ("raw: aiokafka getmany, no processing", raw, "raw"),
-        ("raw: faust-streaming agent, no processing", fraw, "raw"),
+        ("raw: faust-streaming agent, no processing", fraw, "fraw"),
         ("1 worker (end to end)", one, "one"),
         ("2 workers (end to end)", two, "two"),
     ]
-    head = ["| run | records | Kafka messages | seconds | records/s | ratio to aiokafka raw | ratio to faust raw |",
-            "|---|---|---|---|---|---|---|"]
-    table = [f"| {label} | {r['records']:,} | {_messages(published[key]):,} | "
-             f"{r['seconds']:.{2 if r['seconds'] < 10 else 1}f} | {r['rate']:,.0f} | {r['rate'] / raw['rate']:.2f} | "
-             f"{r['rate'] / fraw['rate']:.2f} |"
+    head = ["| run | records | Kafka messages | seconds of each run | seconds (median) | records/s | "
+            "ratio to aiokafka raw | ratio to faust raw |",
+            "|---|---|---|---|---|---|---|---|"]
+    table = [f"| {label} | {r['records']:,} | {_messages(published['raw']):,} | "
+             f"{', '.join(_secs(x['seconds']) for x in runs[key])} | {_secs(r['seconds'])} | {r['rate']:,.0f} | "
+             f"{r['rate'] / raw['rate']:.2f} | {r['rate'] / fraw['rate']:.2f} |"
              for label, r, key in rows]
     verdict = [
         f"- one worker >= {TARGET_RATE:,} records/s end to end: {one['rate']:,.0f} -> "
@@ -516,7 +535,7 @@ def main() -> None:
     ]
     details = [
         f"- publish (`publish_files` with its defaults, kafka-python, acks=all): {pub_rate:,.0f} records/s "
-        f"({', '.join(f'{p.seconds:.1f} s' for p in pub)} for the three prefixes)",
+        f"({', '.join(f'{p.seconds:.1f} s' for p in pub)} for the {len(pub)} prefixes)",
         f"- raw consume: aiokafka {raw['bytes'] / raw['seconds'] / 2**20:,.1f} MiB/s of values, "
         f"faust-streaming {fraw['bytes'] / fraw['seconds'] / 2**20:,.1f} MiB/s",
         f"- max `fabric_rca_processing_delay_seconds` (sampled every {SAMPLE_EVERY_S} s): "
@@ -543,8 +562,10 @@ def main() -> None:
         f"{'a single-node Kafka broker started by the bench (scripts/kafka-dev)' if broker else 'the broker at ' + args.bootstrap}. "
         f"Scenario {folder.name}: pfc_storm on {FABRIC['spines']} spines, {FABRIC['leaves']} leaves x "
         f"{FABRIC['hosts_per_leaf']} hosts, {FABRIC['storage_hosts']} storage hosts ({truth['duration_s']:.0f} s of "
-        f"event time, {records:,} telemetry records), published with `publish_files` to three fresh topic prefixes "
-        f"(4 telemetry partitions each; the fabric is half of the replay benchmark's, see FABRIC in the script). The broker, the publisher and the workers share this "
+        f"event time, {records:,} telemetry records), published with `publish_files` to {len(prefixes)} fresh topic prefixes "
+        f"(4 telemetry partitions each; the fabric is half of the replay benchmark's, see FABRIC in the script). "
+        f"The raw consumers and one worker run {args.repeat} times, interleaved, and the run of median duration is "
+        f"reported (the durations of all runs are in the table). The broker, the publisher and the workers share this "
         f"{os.cpu_count()}-core machine, so the figures are lower than on separate hosts; ratios within one run are "
         f"the meaningful part. Worker runs are timed from /healthz (2 workers: +{SETTLE_S:.0f} s for the group to "
         f"settle) until `fabric_rca_records_total` reaches the records published and the incident is in the store. "
