@@ -250,7 +250,9 @@ def _faust_count(bootstrap: str, prefix: str, messages: int, topology: str, tmp:
                                   "seconds": time.perf_counter() - seen["t0"]}), flush=True)
                 asyncio.get_running_loop().call_soon(os.kill, os.getpid(), signal.SIGTERM)
 
-    FaustWorker(app, loglevel="WARNING", quiet=True, redirect_stdouts=False).execute_from_commandline()
+    worker = FaustWorker(app, loglevel="WARNING", quiet=True, redirect_stdouts=False)
+    worker.spinner = None  # as run_worker does when not on a terminal: no escape codes around the JSON
+    worker.execute_from_commandline()
 
 
 def measure_faust(bootstrap: str, prefix: str, *, records: int, messages: int, topology: Path, tmp: Path,

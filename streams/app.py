@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections import Counter
 from typing import Callable
@@ -333,5 +334,10 @@ def run_worker(settings: WorkerSettings) -> None:
 
     ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics())
     app = build_app(settings, config=EngineConfig(learn_rate=settings.learn_rate))
-    Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False,
-           logging_config=logging_config(level=settings.loglevel, fmt=settings.log_format)).execute_from_commandline()
+    worker = Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False,
+                    logging_config=logging_config(level=settings.loglevel, fmt=settings.log_format))
+    if not sys.stdout.isatty():
+        # faust's start-up spinner writes cursor escape codes even into a file or a
+        # container's log, where they would precede the first JSON line
+        worker.spinner = None
+    worker.execute_from_commandline()
