@@ -104,7 +104,11 @@ class Detector:
         if feats is None:
             return
         if metric.name in self._modelled:
-            self.models.observe(metric.name, metric.series, metric.tags, ts, feats)
+            add = self.models.cutter.adders.get(metric.series)
+            if add is not None:  # a series seen before: its bound accumulator (models.windows)
+                add(feats)
+            else:
+                self.models.observe(metric.name, metric.series, metric.tags, ts, feats)
         for rule in fired:
             self._hit(rule, metric, feats)
 

@@ -109,8 +109,15 @@ class ClassModel:
     def score(self, keys: list[str], values: np.ndarray,
               online: dict | None = None) -> tuple[np.ndarray, list[Verdict]]:
         """z scores of every row, and the verdicts of the anomalous rows."""
-        meds, scales = zip(*(self.baseline(k, online) for k in keys))
-        z = self._z(values, np.asarray(meds), np.asarray(scales))
+        if online or not len(self.med):
+            meds, scales = (np.asarray(x) for x in zip(*(self.baseline(k, online) for k in keys)))
+        else:  # `baseline` of every row as two array lookups (the usual case: no online learning)
+            rows = np.fromiter((self.keys.get(k, -1) for k in keys), dtype=np.intp, count=len(keys))
+            meds, scales = self.med[rows], self.scale[rows]
+            pooled = rows < 0
+            if pooled.any():
+                meds[pooled], scales[pooled] = self.pooled_med, self.pooled_scale
+        z = self._z(values, meds, scales)
         top = z.max(axis=1)
         out = [Verdict(keys[i], float(top[i]), None, z[i], values[i]) for i in np.flatnonzero(top >= self.z_min)]
         # The forest decides only between half and all of z_min: above, the z score alone does.

@@ -109,15 +109,15 @@ class ModelScorer:
     # --- scoring ----------------------------------------------------------------------
     def _score(self, start: float, end: float, rows: dict) -> None:
         self.windows += 1
-        for cls, items in rows.items():
+        for cls, (slots_of, means) in rows.items():
             model = self.models.classes.get(cls)
             if model is None:
                 continue
-            keys = [slot.key for slot, _ in items]
-            values = np.asarray([self.smoother.row(slot.key, means) for slot, means in items], dtype=float)
+            keys = [slot.key for slot in slots_of]
+            values = self.smoother.rows(keys, means)
             online = self.online.setdefault(cls, {}) if self.learn_rate else None
             z, verdicts = model.score(keys, values, online)
-            slots = {slot.key: slot for slot, _ in items}
+            slots = dict(zip(keys, slots_of))
             for v in verdicts:
                 self._anomalous(cls, slots[v.key], v, start, end)
             if self.learn_rate:

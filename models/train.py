@@ -87,9 +87,9 @@ class TrainingData:
 
     def _close(self, now: float) -> None:
         _, rows = self._cut.close(now)
-        for cls, items in rows.items():
-            self.rows.setdefault(cls, []).extend((slot.key, self._smooth.row(slot.key, means))
-                                                 for slot, means in items)
+        for cls, (slots, means) in rows.items():
+            keys = [slot.key for slot in slots]
+            self.rows.setdefault(cls, []).extend(zip(keys, self._smooth.rows(keys, means)))
 
 
 def train(files: list[Path], *, topologies: list[Topology] | None = None, window_s: float = DEFAULT_WINDOW_S,

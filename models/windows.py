@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
+
+import numpy as np
 
 from models.catalogue import BY_MEASUREMENT, EWM_ALPHA, ModelClass
 
@@ -37,12 +41,12 @@ def symptom_entity(cls: ModelClass, key: str) -> str:
 
 
 def _compile_accumulate(names: tuple[str, ...]):
-    """acc(feats, slot): add the features `names` of one record to the slot's window sums.
+    """acc(slot, feats): add the features `names` of one record to the slot's window sums.
     It runs for every record the models see, so the usual record (every feature present
     and a number) takes one C call to read them and one to add them, and counts once
     (`slot.full`); a record that lacks one or holds a string goes feature by feature
     (`slot.counts`). Generated once per class."""
-    src = ["def acc(feats, slot):",
+    src = ["def acc(slot, feats):",
            "    try:",
            "        slot.sums = list(map(add, slot.sums, READ(feats)))",
            "        slot.full += 1",
@@ -82,40 +86,60 @@ class WindowCutter:
     window_s: float = 5.0
     start: float | None = None  # start of the open window
     slots: dict[str, Slot] = field(default_factory=dict)  # series -> slot
+    # series -> add(feats): the class's accumulator bound to the series' slot, so the
+    # detector adds a record in one lookup and one call (`adder`). Not part of the state
+    # (not pickled): rebuilt by `observe` on a series' next record.
+    adders: dict[str, Callable[[dict], None]] = field(default_factory=dict, repr=False, compare=False)
 
     def observe(self, measurement: str, series: str, tags: dict, ts: float, feats: dict) -> None:
-        slot = self.slots.get(series)
-        if slot is None:
-            cls = BY_MEASUREMENT.get(measurement)
-            if cls is None:
-                return
-            key = entity_key(cls, tags)
-            if key is None:
-                return
-            n = len(cls.features)
-            slot = self.slots[series] = Slot(cls.name, key, tags["host"], [0.0] * n, [0] * n)
-        if self.start is None:
-            self.start = ts // self.window_s * self.window_s
-        _ACCUMULATE[slot.cls](feats, slot)
+        add = self.adders.get(series)
+        if add is None:
+            slot = self.slots.get(series)
+            if slot is None:
+                cls = BY_MEASUREMENT.get(measurement)
+                if cls is None:
+                    return
+                key = entity_key(cls, tags)
+                if key is None:
+                    return
+                n = len(cls.features)
+                slot = self.slots[series] = Slot(cls.name, key, tags["host"], [0.0] * n, [0] * n)
+            if self.start is None:  # only before the first record: `close` always sets it
+                self.start = ts // self.window_s * self.window_s
+            add = self.adders[series] = partial(_ACCUMULATE[slot.cls], slot)
+        add(feats)
+
+    def __getstate__(self) -> dict:
+        return self.__dict__ | {"adders": {}}
 
     def due(self, now: float) -> bool:
         return self.start is not None and now >= self.start + self.window_s
 
-    def close(self, now: float) -> tuple[float, dict[str, list[tuple[Slot, list[float]]]]]:
-        """(window start, class -> [(slot, feature means)]) for the window that `now`
-        ended; entities without data in it are left out. Opens the window holding `now`."""
+    def close(self, now: float) -> tuple[float, dict[str, tuple[list[Slot], np.ndarray]]]:
+        """(window start, class -> (slots, their feature means, one row each)) for the
+        window that `now` ended; entities without data in it are left out. Opens the window
+        holding `now`. The means are one array division per class (a feature no record of
+        the window had is NaN), as every entity of a class closes at once."""
         start = self.start
-        rows: dict[str, list[tuple[Slot, list[float]]]] = {}
+        by_cls: dict[str, list[Slot]] = {}
         for slot in self.slots.values():
-            full, counts = slot.full, slot.counts
-            if not full and not any(counts):
-                continue
-            means = [s / (full + c) if full + c else NAN for s, c in zip(slot.sums, counts)]
-            rows.setdefault(slot.cls, []).append((slot, means))
-            n = len(counts)
-            slot.sums = [0.0] * n
-            slot.counts = [0] * n
-            slot.full = 0
+            if slot.full or any(slot.counts):
+                by_cls.setdefault(slot.cls, []).append(slot)
+        rows: dict[str, tuple[list[Slot], np.ndarray]] = {}
+        for cls, slots in by_cls.items():
+            sums = np.array([x.sums for x in slots], dtype=float)
+            den = np.array([x.counts for x in slots], dtype=float)
+            den += np.array([x.full for x in slots], dtype=float)[:, None]
+            means = np.full_like(sums, NAN)
+            np.divide(sums, den, out=means, where=den > 0)
+            rows[cls] = (slots, means)
+            n = sums.shape[1]
+            for x in slots:
+                x.sums = [0.0] * n
+                if x.full:
+                    x.full = 0
+                if any(x.counts):
+                    x.counts = [0] * n
         self.start = now // self.window_s * self.window_s
         return start, rows
 
@@ -145,3 +169,23 @@ class Smoother:
                     ewm[i] = x if e != e else e + a * (x - e)
         n = self.seen[key] = self.seen.get(key, 0) + 1
         return means + (ewm if n >= self.warmup else [NAN] * len(ewm))
+
+    def rows(self, keys: list[str], means: np.ndarray) -> np.ndarray:
+        """`row` of every entity of one window of one class at once: (entities, 2 x
+        features). The same arithmetic as `row`, element by element, in array operations;
+        the state stays lists per entity (checkpoints keep their form)."""
+        if len(set(keys)) != len(keys):  # an entity twice: one after the other, as `row` would
+            return np.array([self.row(k, m) for k, m in zip(keys, means.tolist())], dtype=float)
+        state, seen, f = self.state, self.seen, means.shape[1]
+        none = [NAN] * f
+        prev = np.array([state.get(k, none) for k in keys], dtype=float).reshape(len(keys), f)
+        with np.errstate(invalid="ignore"):
+            moved = prev + self.alpha * (means - prev)
+        ewm = np.where(np.isnan(means), prev, np.where(np.isnan(prev), means, moved))
+        counts = []
+        for k, r in zip(keys, ewm.tolist()):
+            state[k] = r
+            c = seen[k] = seen.get(k, 0) + 1
+            counts.append(c)
+        warm = np.asarray(counts) >= self.warmup
+        return np.hstack([means, np.where(warm[:, None], ewm, NAN)])

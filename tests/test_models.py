@@ -120,10 +120,34 @@ def test_windows_average_each_feature_per_entity_and_close_on_time():
         cut.observe("storage", "s1", tags, t, {"read_latency_ms": lat})
     assert not cut.due(104.9) and cut.due(105.0)
     start, rows = cut.close(105.0)
-    (slot, means), = rows["storage"]
-    assert start == 100.0 and slot.key == "stor01/disk/nvme0" and means[0] == 2.0
-    assert np.isnan(means[1])  # no write latency seen: missing, not zero
+    (slot,), means = rows["storage"]
+    assert start == 100.0 and slot.key == "stor01/disk/nvme0" and means[0, 0] == 2.0
+    assert np.isnan(means[0, 1])  # no write latency seen: missing, not zero
     assert cut.close(110.0)[1] == {}  # nothing reported in the next window: no row
+
+
+_cell = st.one_of(st.just(NAN), st.floats(-1e6, 1e6, allow_nan=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from("abcd"), st.lists(_cell, min_size=3, max_size=3)),
+                         max_size=5, unique_by=lambda kv: kv[0]), min_size=1, max_size=8),
+       st.lists(st.tuples(st.sampled_from("ab"), st.lists(_cell, min_size=3, max_size=3)), min_size=2, max_size=3))
+def test_a_window_of_entities_smoothed_at_once_equals_one_by_one(windows, repeated):
+    """`rows` (the batch used at run time and in training) is `row` to the bit, over any
+    sequence of windows with entities coming and going, NaNs and the warm-up; a batch
+    naming an entity twice falls back to `row`."""
+    batch, single = Smoother(alpha=0.3, warmup=3), Smoother(alpha=0.3, warmup=3)
+    for window in windows + [repeated]:
+        if not window:
+            continue
+        keys = [k for k, _ in window]
+        got = batch.rows(keys, np.array([v for _, v in window], dtype=float))
+        want = np.array([single.row(k, list(v)) for k, v in window], dtype=float)
+        assert np.array_equal(got, want, equal_nan=True)
+        assert batch.state.keys() == single.state.keys()
+        assert all(np.array_equal(batch.state[k], single.state[k], equal_nan=True) for k in single.state)
+        assert batch.seen == single.seen
 
 
 def test_the_long_horizon_follows_a_drift_and_ignores_missing_windows():
