@@ -293,8 +293,11 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     without counters); a counter that is not an int or a float counts as absent. With a previous value a counter's rate is delta / dt, or a
     reset is counted when it decreased; a counter equal to its previous value has rate
     0.0 at once (the same object: a small int that did not change, e.g. the PFC counters
-    of idle priorities; or an equal int, whose difference is exactly 0). Derived sums
-    and argmaxes are added up inline; the other derived features get a dict of their
+    of idle priorities; or an equal int, whose difference is exactly 0). When every
+    counter is a number, the tuple read is the new memory as it is; otherwise the absent
+    and non-numeric ones keep their previous values and the memory is rebuilt. Derived
+    sums and argmaxes are added up inline (a sum of inputs all present in one expression,
+    the same additions in the same order); the other derived features get a dict of their
     inputs. The rules' conditions are tested on the locals, so a record no rule fires on
     builds no feature dict, nor the derived features that only report (e.g. which PFC
     priority pauses): unless `always`, compute returns None when no rule fired and no
@@ -312,6 +315,7 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     xs, os_ = (", ".join(f"{a}{i}" for i in range(n)) + ("," if n == 1 else "") for a in "xo")
     if n:
         src += [
+            "    keep = False",  # a counter kept its previous value: the memory is not X
             "    if st.sparse:",
             "        X = tuple(map(fields.get, COUNTERS))",
             "    else:",
@@ -332,6 +336,8 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
             f"        {r} = 0.0",
             f"    elif {x} is None:",  # absent
             f"        {r} = None",
+            f"        {x} = {o}",
+            "        keep = True",
             f"    elif type({x}) is int:",
             f"        if {o} is NOT_YET:",
             f"            {r} = None",
@@ -342,7 +348,6 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
             "        else:",
             "            resets += 1",
             f"            {r} = None",
-            f"        {o} = {x}",
             f"    elif type({x}) is float:",
             f"        if {o} is NOT_YET:",
             f"            {r} = None",
@@ -351,12 +356,13 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
             "        else:",
             "            resets += 1",
             f"            {r} = None",
-            f"        {o} = {x}",
-            "    else:",  # not a number (a string, a boolean): no rate, nothing kept
+            "    else:",  # not a number (a string, a boolean): no rate, the previous value kept
             f"        {r} = None",
+            f"        {x} = {o}",
+            "        keep = True",
         ]
-    if n:
-        src.append(f"    st.values = ({os_})")
+    if n:  # each x now holds the counter's new memory: its value, or the one kept
+        src.append(f"    st.values = ({xs}) if keep else X")
     tested = {c.feature for r in rules for c in (*r.all, *r.any)}
     late: list[str] = []  # derived features no condition reads: computed once a rule fired
     for j, d in enumerate(p.derived):
@@ -365,10 +371,14 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
         out = src if d.name in tested else late
         if d.kind == "sum":  # as `_sum`: from 0.0, the present rates in order
             floats.add(v)
-            out.append("    t, seen = 0.0, False")
+            if ins:  # all present (the usual case): the same additions, in one expression
+                out += [f"    if {' and '.join(f'{w} is not None' for _, w in ins)}:",
+                        f"        {v} = {' + '.join(['0.0'] + [w for _, w in ins])}", "    else:"]
+            pad = "    " if ins else ""
+            out.append(f"{pad}    t, seen = 0.0, False")
             for _, w in ins:
-                out += [f"    if {w} is not None:", f"        t += {w}", "        seen = True"]
-            out.append(f"    {v} = t if seen else None")
+                out += [f"{pad}    if {w} is not None:", f"{pad}        t += {w}", f"{pad}        seen = True"]
+            out.append(f"{pad}    {v} = t if seen else None")
         elif d.kind == "argmax":  # as `_argmax`: the first index of the largest rate above 0
             floats.add(v)
             out.append(f"    best, {v} = 0.0, None")
