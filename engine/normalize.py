@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime
+from typing import Annotated
+
+import msgspec
 
 try:  # orjson is several times faster; the standard parser is the fallback and the judge
     from orjson import loads as _fast_loads
@@ -81,8 +84,62 @@ _SCALARS = frozenset((int, float, str, bool))
 _STRINGS = frozenset((str,))
 
 
+# The hot path: a typed msgspec decode of the common single-metric record. msgspec checks
+# the types in C while parsing (string tags, scalar fields, a numeric timestamp, no other
+# keys), so a record it accepts needs none of parse_metric's type checks: about 8 % fewer
+# instructions per replayed record than orjson + parse_metric. It accepts a subset of what
+# parse_metric accepts, with the same values: anything else (a batch, a numeric tag, an
+# empty name or host, NaN, invalid JSON, ...) falls back to orjson + parse_metric, which
+# alone decides every reject. Integers are bounded to int64 because orjson turns integers
+# beyond 64 bits into floats (msgspec would keep them ints); msgspec refuses NaN, Infinity
+# and numbers that overflow a double, as orjson does.
+_Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    name: str
+    tags: dict[str, str]
+    fields: dict[str, _Int64 | float | str | bool]
+    timestamp: _Int64 | float
+
+
+_decode_record = msgspec.json.Decoder(_Record).decode
+
+
 def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
     """One line of a recorded file (or one Kafka message value)."""
+    try:
+        rec = _decode_record(line)
+    except Exception:  # any refusal (also a str msgspec cannot encode): the general path
+        pass
+    else:
+        name = rec.name
+        tags = rec.tags
+        fields = rec.fields
+        # The same memo and checks as parse_metric; a record failing one takes the general
+        # path, which names the reason.
+        series = _series.get((name, *tags, *tags.values()))
+        if name and fields and (series is not None or tags.get("host") or name == JOB_PLACEMENT):
+            ts = rec.timestamp
+            if ts.__class__ is int and _NS_FIRST <= ts <= _NS_LAST:
+                ts = ts / 1e9
+            elif ts.__class__ is int and _MS_FIRST <= ts <= _MS_LAST:
+                ts = ts / 1e3
+            elif ts.__class__ is int and _S_FIRST <= ts <= _S_LAST:
+                ts = float(ts)
+            elif ts.__class__ is int and _US_FIRST <= ts <= _US_LAST:
+                ts = ts / 1e6
+            else:
+                ts = _timestamp(ts)
+            if ts.__class__ is float:
+                if series is None:
+                    series = _series_key(name, tags)
+                return [Metric(name, tags, fields, ts, series)], []
+    return _parse_line(line)
+
+
+def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
+    """parse_line without the typed fast path: orjson (or json) + parse_metric."""
     try:
         doc = _fast_loads(line)
     except ValueError:

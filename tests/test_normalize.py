@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timezone
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.normalize import parse_line, parse_metric, seconds
@@ -241,3 +241,105 @@ def test_tags_are_checked_again_for_a_known_series():
     assert parse_metric(doc(tags={"host": "leaf01", "interface": True}))[0] == "bad_tags"
     assert parse_metric(doc(tags={"host": "leaf01", "interface": ["1"]}))[0] == "bad_tags"
     assert parse_metric(doc(tags={"host": "", "interface": "1"}))[0] == "missing_host"
+
+
+# ------------------------------------------------- typed fast path vs. general path
+
+from engine import normalize  # noqa: E402
+
+# JSON texts, not Python values, so that number spellings (1 / 1.0 / 1e2 / 20 digits),
+# duplicate keys, NaN literals and invalid text reach both parsers exactly as written.
+_json_number = st.from_regex(r"\A-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?\Z")
+_scalar = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from([str(2**63 - 1), str(2**63), str(-(2**63)), str(-(2**63) - 1), str(2**64 - 1), str(2**64)]),
+    st.floats(allow_nan=True, allow_infinity=True).map(lambda f: json.dumps(f)),  # NaN, Infinity too
+    _json_number,
+    st.sampled_from(["true", "false", "null", "1e400", "-1e400", "[1]", '{"a": 1}', "1.0", "-0", "-0.0"]),
+    st.text(max_size=4).map(json.dumps),
+    st.sampled_from(['""', '"1"', '"up"', '"\\ud800"', '"\\u00e9"']),
+)
+_key = st.sampled_from(["host", "interface", "queue", "a", "b", ""])
+
+
+def _obj(pairs: list[tuple[str, str]]) -> str:  # a JSON object; keys may repeat
+    return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in pairs) + "}"
+
+
+_tags = st.one_of(
+    st.lists(st.tuples(_key, st.one_of(st.sampled_from(['"leaf01"', '"swp1"', '""', '"3"']), _scalar)), max_size=4),
+    st.lists(st.tuples(st.sampled_from(["interface", "queue", "a"]), st.sampled_from(['"swp1"', '"3"', '"x"'])),
+             max_size=3).map(lambda p: [("host", '"leaf01"'), *p]),  # the common, valid case
+).map(_obj)
+_fields = st.lists(st.tuples(st.sampled_from(["x", "y", "up", "z"]), _scalar), max_size=4).map(_obj)
+_timestamp = st.one_of(
+    st.sampled_from([T0, T0 * 1000, T0 * 10**6, T0 * 10**9, T0 + 0.5, 1, -T0, 2**63, 2**64, 4102444800 * 10**9 + 1]).map(json.dumps),
+    st.sampled_from(['"2025-11-29T07:06:40Z"', '"2025-11-29T07:06:40"', f'"{T0}"', "true", "null", "NaN", "1e400",
+                     f"{T0}.0", f"{T0}e3"]),
+    _scalar,
+)
+_name = st.sampled_from(['"switch_port"', '"job_placement"', '""', "1", "null", '"x"'])
+_top = st.lists(st.one_of(
+    st.tuples(st.just("name"), _name), st.tuples(st.just("tags"), _tags),
+    st.tuples(st.just("fields"), _fields), st.tuples(st.just("timestamp"), _timestamp),
+    st.tuples(st.sampled_from(["extra", "metrics"]), _scalar),
+), max_size=6)
+_full = st.tuples(_name, _tags, _fields, _timestamp, st.lists(st.tuples(st.just("extra"), _scalar), max_size=1)).map(
+    lambda t: [("name", t[0]), ("tags", t[1]), ("fields", t[2]), ("timestamp", t[3]), *t[4]])
+
+
+_plausible = st.tuples(  # mostly what the fast path takes, with an odd value now and then
+    st.sampled_from(['"switch_port"', '"job_placement"']),
+    st.lists(st.tuples(st.sampled_from(["host", "interface", "queue"]), st.sampled_from(['"leaf01"', '"swp1"', '"3"'])),
+             max_size=3).map(_obj),
+    st.lists(st.tuples(st.sampled_from(["x", "y", "up", "z"]), st.one_of(
+        _json_number, st.integers(min_value=-(2**65), max_value=2**65).map(str), st.floats().map(json.dumps),
+        st.sampled_from(["true", "false", '"up"', '""', "NaN"]))), max_size=4).map(_obj),
+    st.sampled_from([T0, T0 * 1000, T0 * 10**6, T0 * 10**9, T0 + 0.5, T0 * 1e9, 1]).map(json.dumps),
+).map(lambda t: [("name", t[0]), ("tags", t[1]), ("fields", t[2]), ("timestamp", t[3])])
+
+
+@st.composite
+def _records(draw) -> str | bytes:
+    text = _obj(draw(st.one_of(_plausible, _plausible, _full, _top)))
+    shape = draw(st.sampled_from(["plain", "plain", "batch", "truncated", "trailing", "spaces"]))
+    if shape == "batch":
+        text = '{"metrics": [' + text + "," + _obj(draw(_full)) + "]}"
+    elif shape == "truncated":
+        text = text[: draw(st.integers(0, len(text)))]
+    elif shape == "trailing":
+        text += draw(st.sampled_from([" x", ",", "\n", "}"]))
+    elif shape == "spaces":
+        text = " " + text + " \n"
+    return text.encode("utf-8", "surrogatepass") if draw(st.booleans()) else text
+
+
+def _outcome(result) -> str:
+    return repr(result)  # repr tells 1 from 1.0 from True, -0.0 from 0.0, and keeps key order
+
+
+@settings(max_examples=400, deadline=None)
+@given(raw=_records())
+def test_typed_fast_path_gives_what_the_general_path_gives(raw):
+    """parse_line's msgspec fast path is only a shortcut: every record, valid or not,
+    gives the same metrics (values, types, key order, series) and the same rejects as
+    orjson + parse_metric alone, with the series memo cold or warm."""
+    normalize._series.clear()
+    fast_cold = _outcome(parse_line(raw))
+    general_warm = _outcome(normalize._parse_line(raw))
+    fast_warm = _outcome(parse_line(raw))
+    normalize._series.clear()
+    general_cold = _outcome(normalize._parse_line(raw))
+    assert fast_cold == general_cold == general_warm == fast_warm
+
+
+def test_fast_path_takes_the_common_record_and_keeps_types():
+    raw = ('{"name":"switch_port","tags":{"host":"leaf01","interface":"swp1"},'
+           '"fields":{"a":1,"b":1.0,"c":true,"d":"up","e":9223372036854775807},"timestamp":%d}' % (T0 * 10**9))
+    assert normalize._decode_record(raw)  # the typed decoder accepts it
+    (m,), rejects = parse_line(raw)
+    assert rejects == [] and m.ts == T0
+    assert [type(v) for v in m.fields.values()] == [int, float, bool, str, int]
+    # orjson reads integers beyond 64 bits as floats; the fast path leaves them to it
+    (m,), _ = parse_line(raw.replace("9223372036854775807", "99999999999999999999"))
+    assert m.fields["e"] == 1e20 and type(m.fields["e"]) is float
