@@ -148,6 +148,8 @@ def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
             doc = json.loads(line, parse_constant=_NonFinite)
         except (ValueError, UnicodeDecodeError) as exc:
             return [], [Reject("bad_json", str(exc), _text(line))]
+        except RecursionError:  # orjson refuses nesting past 1024; json may run out of stack first
+            return [], [Reject("bad_json", "nested too deeply to parse", _text(line))]
         return parse_document(doc, line, check_floats=True)
     if doc.__class__ is dict and "name" in doc:  # the common case, without a call more
         result = parse_metric(doc, check_floats=_CHECK_FLOATS)
@@ -277,3 +279,5 @@ def _dump(item: object) -> str:
         return json.dumps(item, allow_nan=True)
     except (TypeError, ValueError):
         return repr(item)
+    except RecursionError:  # parsed (orjson allows 1024 levels), too deep for json/repr to write
+        return f"<a {type(item).__name__} nested too deeply to show>"

@@ -107,6 +107,7 @@ def test_year_bounds_were_worked_out_correctly():
 REJECTS = [
     ("bad_json", '{"name": "switch_port", "tags": {'),
     ("bad_json", "not json at all"),
+    ("bad_json", '{"name": "x", "a": ' + "[" * 5000 + "]" * 5000 + "}"),  # deeper than any parser goes
     ("not_an_object", "[1, 2, 3]"),
     ("not_an_object", '"switch_port"'),
     ("not_an_object", "42"),
@@ -184,6 +185,13 @@ def test_batch_of_mixed_faults_reports_each():
     metrics, rejects = parse_line(json.dumps(batch))
     assert len(metrics) == 1
     assert sorted(r.reason for r in rejects) == ["bad_fields", "missing_timestamp", "not_an_object"]
+
+
+def test_a_batch_member_nested_as_deep_as_the_parser_allows_is_rejected_not_a_crash():
+    deep = '{"name": "x", "tags": ' + "[" * 1000 + "]" * 1000 + "}"  # orjson reads it; json cannot write it
+    metrics, rejects = parse_line('{"metrics": [' + json.dumps(doc()) + ", " + deep + "]}")
+    assert len(metrics) == 1 and [r.reason for r in rejects] == ["bad_tags"]
+    assert "nested too deeply" in rejects[0].raw
 
 
 def test_empty_batch_is_nothing():
