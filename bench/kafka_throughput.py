@@ -345,7 +345,7 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
         t0 = time.perf_counter()
         at_start = sum(w.metrics()["fabric_rca_records_total"] for w in workers)
         max_delay, samples, counted, incident = 0.0, 0, at_start, None
-        next_sample = moved = t0
+        next_sample = moved = idle_until = t0
         while True:
             now = time.perf_counter()
             if now - t0 > timeout_s or now - moved > STALL_S:
@@ -357,6 +357,8 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
             before, counted = counted, sum(m["fabric_rca_records_total"] for m in ms)
             if counted != before:
                 moved = now
+            if counted == at_start:
+                idle_until = now  # joining the group, no record yet: the busy clock starts after this
             max_delay = max([max_delay] + [m["fabric_rca_processing_delay_seconds"] for m in ms])
             samples += 1
             if incident is None:
@@ -379,6 +381,8 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
         return {
             "records": published, "counted": int(counted), "counted_at_start": int(at_start),
             "seconds": seconds, "rate": published / seconds,
+            # from the last sample before its first record (so at most SAMPLE_EVERY_S early)
+            "busy_s": t0 + seconds - idle_until, "busy_rate": (published - at_start) / (t0 + seconds - idle_until),
             "max_delay_s": max_delay, "samples": samples,
             "detection_delay_s": _ts(incident["detected_at"]) - _ts(incident["opened_at"]),
             "incident": incident["id"], "top_cause": incident["root_causes"][0]["cause"],
@@ -514,6 +518,8 @@ def main() -> None:
     runs = {"raw": raws, "fraw": fraws, "one": oneruns, "two": [two]}
     ratio1 = one["rate"] / raw["rate"]
     ratio1f = one["rate"] / fraw["rate"]
+    busy1f = one["busy_rate"] / fraw["rate"]
+    busy_runs = ", ".join(f"{r['busy_s']:.2f} s" for r in oneruns)
     rows = [
         ("raw: aiokafka getmany, no processing", raw, "raw"),
         ("raw: faust-streaming agent, no processing", fraw, "fraw"),
@@ -531,7 +537,8 @@ def main() -> None:
         f"- one worker >= {TARGET_RATE:,} records/s end to end: {one['rate']:,.0f} -> "
         f"**{'PASS' if one['rate'] >= TARGET_RATE else 'MISS'}**",
         f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate of faust-streaming, the client library "
-        f"the workers consume with: {ratio1f:.0%} -> **{'PASS' if ratio1f >= TARGET_RATIO else 'MISS'}**",
+        f"the workers consume with, both timed from their first record: {busy1f:.0%} -> "
+        f"**{'PASS' if busy1f >= TARGET_RATIO else 'MISS'}** (one worker timed from /healthz: {ratio1f:.0%})",
         f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate of aiokafka, the Kafka client under faust: "
         f"{ratio1:.0%} -> **{'PASS' if ratio1 >= TARGET_RATIO else 'MISS'}**",
     ]
@@ -545,6 +552,9 @@ def main() -> None:
         f"- detection delay in event time (detected_at - opened_at of the stored incident): "
         f"1 worker {one['detection_delay_s']:.1f} s, 2 workers {two['detection_delay_s']:.1f} s; "
         f"top root cause {one['top_cause']} {one['top_entity']} (truth: {cause} {truth['faults'][0]['entity']['id']})",
+        f"- one worker from its first record (the last 0.5 s sample before it) to its last: "
+        f"{busy_runs}; median run {one['busy_s']:.2f} s, "
+        f"{one['busy_rate']:,.0f} records/s",
         f"- records already counted when the clock started: 1 worker {one['counted_at_start']:,}, "
         f"2 workers {two['counted_at_start']:,} (2 workers: consumption starts while the group settles)",
         f"- rejected by the workers (by reason; then dead-lettered messages, duplicates): "
@@ -573,9 +583,10 @@ def main() -> None:
         f"settle) until `fabric_rca_records_total` reaches the records published and the incident is in the store. "
         f"Two raw rates: aiokafka's getmany (the Kafka client faust is built on, its floor) and a faust-streaming "
         f"agent that only counts messages, in the workers' own app (`streams.app.new_app`), timed from its first "
-        f"message to its last (the worker's clock also runs while it joins the group, so its ratio is conservative). "
+        f"message to its last. For the ratio to it, one worker is timed the same way: from the last 0.5 s sample "
+        f"before its first record to its last (the table's seconds run from /healthz and include joining the group). "
         f"The workers consume with faust-streaming, so the issue's \"same client library\" is read as faust-streaming; "
-        f"both ratios are given. "
+        f"the ratio to aiokafka is given too. "
         f"Target: one worker >= {TARGET_RATE:,} records/s end to end and >= {TARGET_RATIO:.0%} of the raw consume rate.",
         "",
         *head, *table,
