@@ -30,6 +30,7 @@ class Reorderer:
     release_step_s: float = 0.25  # release at most this often in event time (batching)
     watermark: float = float("-inf")
     duplicates: int = 0
+    stats: object = None  # when given (a pipeline Stats), duplicates are counted into it too
     _held: list = field(default_factory=list)  # sorted by time, stable
     _new: list = field(default_factory=list)  # arrived since the last release, in arrival order
     _newest: float = float("-inf")
@@ -45,6 +46,8 @@ class Reorderer:
             key = (m.series, ts)
             if key in seen:
                 self.duplicates += 1
+                if self.stats is not None:
+                    self.stats.duplicates += 1
                 continue
             if ts < watermark:
                 rejects.append(Reject("too_late", f"event time {ts:.3f} is {watermark - ts:.3f} s behind the watermark",

@@ -81,14 +81,15 @@ def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
 
 
 class DetectStage:
-    """Stage 1. Feed lines (or parsed metrics); take events and rejects."""
+    """Stage 1. Feed lines; take events and rejects."""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
                  source: str = "", stats: Stats | None = None, models: ModelSet | None = None):
         self.config = config
         self.source = source
         self.stats = stats or Stats()
-        self.reorder = Reorderer(lateness_s=config.lateness_s)
+        # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
+        self.reorder = Reorderer(lateness_s=config.lateness_s, stats=self.stats)
         scorer = ModelScorer(models, learn_rate=config.learn_rate) if models is not None else None
         self.detector = Detector(rules, roles, models=scorer)
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
@@ -97,24 +98,25 @@ class DetectStage:
         self._events: list[StageEvent] = []
         self.rejected: list[Reject] = []
 
-    def feed(self, line: bytes | str) -> None:
-        """One recorded line or Kafka message value."""
+    def feed(self, line: bytes | str) -> bool:
+        """One recorded line or Kafka message value. True when it left events or rejects to
+        take (`events()`, `take_rejects()`). Shaped for the common line (one record,
+        nothing rejected, nothing released for detection): no calls besides the parse
+        and the push, no properties, and a plain False."""
         metrics, rejects = parse_line(line)
-        self.stats.lines += 1
-        self.feed_metrics(metrics, rejects)
-
-    def feed_metrics(self, metrics: list[Metric], rejects: list[Reject]) -> None:
         stats = self.stats
+        stats.lines += 1
         stats.records += len(metrics) + len(rejects)
-        before = self.reorder.duplicates
-        released = self.reorder.push(metrics, rejects)
-        stats.duplicates += self.reorder.duplicates - before
+        released = self.reorder.push(metrics, rejects)  # (counts duplicates into stats)
+        if not (rejects or released):
+            return False
         if rejects:
             for r in rejects:
                 stats.rejects[r.reason] += 1
             self.rejected.extend(rejects)
         if released:
-            self._process(released)
+            self._process(released)  # may end a tick, or add a job event or a bad_job reject
+        return bool(self._events or self.rejected)
 
     def _process(self, metrics: list[Metric]) -> None:
         known, stats, unknown = self._known_fields, self.stats, self._unknown_fields
@@ -213,6 +215,7 @@ class DetectStage:
         state = _load(data)
         for k, v in state["stage"].items():
             setattr(self, k, v)
+        self.reorder.stats = self.stats  # (a snapshot of a version whose reorderer counted apart)
         for k, v in state["detector"].items():
             setattr(self.detector, k, v)
         self.detector.extractor.restore(state["series"])
@@ -329,11 +332,15 @@ class Pipeline:
     def rejected(self) -> list[Reject]:
         return self.detect.rejected
 
-    def feed(self, line: bytes | str) -> None:
+    def feed(self, line: bytes | str) -> bool:
+        """One line; True when rejects wait for `take_rejects()`. The common line leaves
+        nothing waiting: one test of `detect.feed`'s answer and done."""
         detect = self.detect
-        detect.feed(line)
-        if detect.has_events:  # a tick passed (about once per event-time second)
-            self._pump()
+        if detect.feed(line):
+            if detect.has_events:  # a tick passed (about once per event-time second), or a job
+                self._pump()
+            return bool(detect.rejected)
+        return False
 
     def _pump(self) -> None:
         events = self.detect.events()
