@@ -34,8 +34,11 @@ class Reorderer:
     _held: list = field(default_factory=list)  # sorted by time, stable
     _new: list = field(default_factory=list)  # arrived since the last release, in arrival order
     _newest: float = float("-inf")
-    _seen: dict = field(default_factory=dict)  # (series, ts) -> ts, pruned behind the watermark
+    # (series, ts) keys of the records taken, oldest first; those older than `_horizon`
+    # count as forgotten (some may still be in it, see `_release`).
+    _seen: dict = field(default_factory=dict)
     _prune_at: float = float("-inf")
+    _horizon: float = float("-inf")
 
     def push(self, metrics: list[Metric], rejects: list[Reject]) -> list[Metric]:
         """Add records; return those now behind the watermark, oldest first."""
@@ -44,16 +47,18 @@ class Reorderer:
         for m in metrics:
             ts = m.ts
             key = (m.series, ts)
-            if key in seen:
-                self.duplicates += 1
-                if self.stats is not None:
-                    self.stats.duplicates += 1
+            if ts < watermark:  # (rare) a duplicate if still remembered, else too late
+                if ts >= self._horizon and key in seen:
+                    self._duplicate()
+                else:
+                    rejects.append(Reject("too_late", f"event time {ts:.3f} is {watermark - ts:.3f} s behind the watermark",
+                                          m.series))
                 continue
-            if ts < watermark:
-                rejects.append(Reject("too_late", f"event time {ts:.3f} is {watermark - ts:.3f} s behind the watermark",
-                                      m.series))
+            # One dict operation tests and remembers: the key is its own value, so an
+            # earlier arrival's (another tuple) shows a duplicate.
+            if seen.setdefault(key, key) is not key:
+                self._duplicate()
                 continue
-            seen[key] = ts
             held.append(m)
             if ts > newest:
                 newest = ts
@@ -61,6 +66,11 @@ class Reorderer:
         if newest - self.lateness_s >= watermark + self.release_step_s:
             return self._release(newest - self.lateness_s)
         return []
+
+    def _duplicate(self) -> None:
+        self.duplicates += 1
+        if self.stats is not None:
+            self.stats.duplicates += 1
 
     def __setstate__(self, state: dict) -> None:
         """A snapshot of a version that kept every held record in arrival order (no `_new`)
@@ -92,7 +102,17 @@ class Reorderer:
         elif out:
             self.watermark = max(self.watermark, out[-1].ts)
         if self.watermark - self._prune_at >= 10.0:
-            horizon = self.watermark - self.lateness_s
-            self._seen = {k: t for k, t in self._seen.items() if t >= horizon}
+            # Forget the oldest keys in place rather than rebuild the dict: keys arrive in
+            # nearly time order, so stop at the first recent one. The few older ones behind
+            # it stay until a later prune; `push` ignores them (`_horizon`).
+            horizon = self._horizon = self.watermark - self.lateness_s
+            seen = self._seen
+            old = []
+            for key in seen:
+                if key[1] >= horizon:
+                    break
+                old.append(key)
+            for key in old:
+                del seen[key]
             self._prune_at = self.watermark
         return out
