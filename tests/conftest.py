@@ -2,11 +2,18 @@ import os
 import uuid
 
 import pytest
+from hypothesis import settings
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from api.store.db import StoreError, make_engine
+
+
+# Property tests check answers, not speed: hypothesis's default 200 ms deadline per example
+# failed them on this shared 2-core machine whenever another process held a core.
+settings.register_profile("fabric-rca", deadline=None)
+settings.load_profile("fabric-rca")
 
 
 def in_ci() -> bool:
