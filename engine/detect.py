@@ -77,7 +77,8 @@ class Detector:
                 wanted.setdefault(m, set()).update(self.models.models.features_needed(m))
         self.extractor = FeatureExtractor({m: plan(m, frozenset(f)) for m, f in wanted.items()})
         # The models need every record's features; the rules only those of records they fire on.
-        self._compute = {m: self.extractor.compile(m, self.rules.by_measurement.get(m, ()), always=m in self._modelled)
+        self._compute = {m: self.extractor.compile(m, self.rules.by_measurement.get(m, ()),
+                                                   model=self.models.vector_names(m) if m in self._modelled else ())
                          for m in wanted}
         for r in self.rules.rules:
             self._rules_of[r.id] = r
@@ -100,15 +101,19 @@ class Detector:
         out = self.extractor.run(metric, compute)
         if out is None:
             return
-        feats, fired, _ = out
-        if feats is None:
-            return
-        if metric.name in self._modelled:
+        if metric.name in self._modelled:  # the models read the tuple of their features
+            feats, fired, _, vec = out
+            if vec is None:  # no feature at all
+                return
             add = self.models.cutter.adders.get(metric.series)
             if add is not None:  # a series seen before: its bound accumulator (models.windows)
-                add(feats)
+                add(vec)
             else:
-                self.models.observe(metric.name, metric.series, metric.tags, ts, feats)
+                self.models.observe(metric.name, metric.series, metric.tags, ts, vec)
+        else:
+            feats, fired, _ = out
+            if feats is None:
+                return
         for rule in fired:
             self._hit(rule, metric, feats)
 

@@ -283,7 +283,8 @@ def _condition(c, var: str | None, floats: set[str]) -> str:
     return f"({var}.__class__ in NUM and {var} {c.op} {float(c.value)!r})"
 
 
-def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), always: bool = True) -> Callable:
+def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), always: bool = True,
+                 model: tuple[str, ...] = ()) -> Callable:
     """compute(fields, tags, st, dt) -> None or (features, rules that fired, resets): one
     plan, and the conditions of `rules` on its measurement, as straight-line code.
 
@@ -304,6 +305,11 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     counter was reset. The features (only those `wanted`, and only present ones) and the
     rules that fired (in the order given; none when there is no feature) are what
     `FeatureExtractor.extract` and `Detector.process` hand on.
+
+    With `model` (the feature names an anomaly model reads, in its order), compute runs
+    for every record and returns a fourth item: those features as a tuple (None where
+    absent), or None when the record has no feature at all; the feature dict is then
+    built only when a rule fired (the models read the tuple, the rules the dict).
     Generated once per measurement because this is the hottest code in the engine."""
     src = ["def compute(fields, tags, st, dt):", "    resets = 0"]
     local: dict[str, str] = {}
@@ -408,11 +414,23 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     if not always:
         src += ["    if not fired:", "        return (None, fired, resets) if resets else None"]
     src += late
+    if model:
+        present = [local[name] for name in model if name in local]
+        present += [local[name] for name in sorted(p.wanted) if name in local and name not in model]
+        nothing = " and ".join(f"{v} is None" for v in present) or "True"  # the dict would be empty
+        src += [f"    vec = ({', '.join(local.get(name, 'None') for name in model)},)",
+                "    if not fired:",
+                f"        if {nothing}:",
+                "            return (None, [], resets, None)",
+                "        return (None, fired, resets, vec)"]
     src.append("    feats = {}")
     for name in sorted(p.wanted):
         if name in local:
             src += [f"    if {local[name]} is not None:", f"        feats[{name!r}] = {local[name]}"]
-    src.append("    return (feats, fired, resets) if feats else (None, [], resets)")
+    if model:
+        src.append("    return (feats, fired, resets, vec) if feats else (None, [], resets, None)")
+    else:
+        src.append("    return (feats, fired, resets) if feats else (None, [], resets)")
     namespace = {"NUM": _NUMBERS, "NUMBER": (int, float), "NOT_YET": NOT_YET, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
                  "READ": itemgetter(*p.counters) if n > 1 else (lambda f: (f[p.counters[0]],)) if n else None,
                  "COUNTERS": p.counters}
@@ -441,8 +459,9 @@ class FeatureExtractor:
         self._compute = {m: self.compile(m) for m in self.plans}
         self._fresh = {m: (NOT_YET,) * len(p.counters) for m, p in self.plans.items() if p.counters}
 
-    def compile(self, measurement: str, rules: tuple = (), always: bool = True) -> Callable:
-        return compile_plan(self.plans[measurement], measurement, rules, always)
+    def compile(self, measurement: str, rules: tuple = (), always: bool = True,
+                model: tuple[str, ...] = ()) -> Callable:
+        return compile_plan(self.plans[measurement], measurement, rules, always or bool(model), model)
 
     def extract(self, metric) -> dict | None:
         compute = self._compute.get(metric.name)

@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.detect import end_all
 from engine.types import Entity, Symptom
-from models.catalogue import CLASSES
+from models.catalogue import BY_MEASUREMENT, CLASSES
 from models.windows import Smoother, WindowCutter, symptom_entity
 
 if TYPE_CHECKING:  # the store imports scikit-learn; scoring itself needs only numpy
@@ -70,8 +70,13 @@ class ModelScorer:
         self.cutter = WindowCutter(self.models.window_s)
 
     # --- the detector's hooks ---------------------------------------------------------
-    def observe(self, measurement: str, series: str, tags: dict, ts: float, feats: dict) -> None:
-        self.cutter.observe(measurement, series, tags, ts, feats)
+    @staticmethod
+    def vector_names(measurement: str) -> tuple[str, ...]:
+        """The features `observe` takes for a record of `measurement`, in this order."""
+        return BY_MEASUREMENT[measurement].feature_names
+
+    def observe(self, measurement: str, series: str, tags: dict, ts: float, vec: tuple) -> None:
+        self.cutter.observe(measurement, series, tags, ts, vec)
 
     def advance(self, now: float) -> None:
         if self.cutter.due(now):

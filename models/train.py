@@ -22,7 +22,7 @@ from engine.types import rfc3339
 from models.catalogue import CLASSES
 from models.model import ClassModel
 from models.store import ModelSet
-from models.windows import Smoother, WindowCutter
+from models.windows import Smoother, WindowCutter, vector
 
 DEFAULT_WINDOW_S = 5.0
 DEFAULT_Z_MIN = 6.0
@@ -83,7 +83,7 @@ class TrainingData:
                 if not known:
                     self.foreign += 1
                     continue
-            cut.observe(m.name, m.series, m.tags, m.ts, feats)
+            cut.observe(m.name, m.series, m.tags, m.ts, vector(m.name, feats))
 
     def _close(self, now: float) -> None:
         _, rows = self._cut.close(now)

@@ -41,28 +41,34 @@ def symptom_entity(cls: ModelClass, key: str) -> str:
 
 
 def _compile_accumulate(names: tuple[str, ...]):
-    """acc(slot, feats): add the features `names` of one record to the slot's window sums.
-    It runs for every record the models see, so the usual record (every feature present
-    and a number) takes one C call to read them and one to add them, and counts once
-    (`slot.full`); a record that lacks one or holds a string goes feature by feature
-    (`slot.counts`). Generated once per class."""
-    src = ["def acc(slot, feats):",
+    """acc(slot, vec): add one record's features (`vec`: the values of `names` in order,
+    None where absent) to the slot's window sums. It runs for every record the models
+    see, so the usual record (every feature present and a number) takes one C call to add
+    them and counts once (`slot.full`); a record that lacks one or holds a string goes
+    feature by feature (`slot.counts`). Generated once per class."""
+    src = ["def acc(slot, vec):",
            "    try:",
-           "        slot.sums = list(map(add, slot.sums, READ(feats)))",
+           "        slot.sums = list(map(add, slot.sums, vec))",
            "        slot.full += 1",
            "        return",
-           "    except (KeyError, TypeError):",
+           "    except TypeError:  # a None or a string among them",
            "        pass",
-           "    sums, counts, g = slot.sums, slot.counts, feats.get"]
+           "    sums, counts = slot.sums, slot.counts"]
     for i, n in enumerate(names):
-        src += [f"    v = g({n!r})", "    if v is not None and v.__class__ is not str:",
+        src += [f"    v = vec[{i}]  # {n}", "    if v is not None and v.__class__ is not str:",
                 f"        sums[{i}] += v", f"        counts[{i}] += 1"]
-    namespace: dict = {"add": operator.add, "READ": operator.itemgetter(*names)}
+    namespace: dict = {"add": operator.add}
     exec(compile("\n".join(src), "<model windows>", "exec"), namespace)
     return namespace["acc"]
 
 
 _ACCUMULATE = {c.name: _compile_accumulate(c.feature_names) for c in BY_MEASUREMENT.values()}
+
+
+def vector(measurement: str, feats: dict) -> tuple:
+    """A feature dict as the tuple `WindowCutter.observe` takes (training's path; the
+    detector's compiled features produce the tuple directly)."""
+    return tuple(map(feats.get, BY_MEASUREMENT[measurement].feature_names))
 assert all(len(c.features) >= 2 for c in BY_MEASUREMENT.values())  # itemgetter returns a tuple
 
 
@@ -86,12 +92,12 @@ class WindowCutter:
     window_s: float = 5.0
     start: float | None = None  # start of the open window
     slots: dict[str, Slot] = field(default_factory=dict)  # series -> slot
-    # series -> add(feats): the class's accumulator bound to the series' slot, so the
+    # series -> add(vec): the class's accumulator bound to the series' slot, so the
     # detector adds a record in one lookup and one call (`adder`). Not part of the state
     # (not pickled): rebuilt by `observe` on a series' next record.
-    adders: dict[str, Callable[[dict], None]] = field(default_factory=dict, repr=False, compare=False)
+    adders: dict[str, Callable[[tuple], None]] = field(default_factory=dict, repr=False, compare=False)
 
-    def observe(self, measurement: str, series: str, tags: dict, ts: float, feats: dict) -> None:
+    def observe(self, measurement: str, series: str, tags: dict, ts: float, vec: tuple) -> None:
         add = self.adders.get(series)
         if add is None:
             slot = self.slots.get(series)
@@ -107,7 +113,7 @@ class WindowCutter:
             if self.start is None:  # only before the first record: `close` always sets it
                 self.start = ts // self.window_s * self.window_s
             add = self.adders[series] = partial(_ACCUMULATE[slot.cls], slot)
-        add(feats)
+        add(vec)
 
     def __getstate__(self) -> dict:
         return self.__dict__ | {"adders": {}}

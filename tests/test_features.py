@@ -282,3 +282,33 @@ def test_compiled_plan_with_rules_agrees_with_rule_matches(measurement, data):
     expected = _reference(p, after, tags, before, 2.5)
     assert (feats or {}) == expected
     assert fired == [r for r in rules.by_measurement[measurement] if expected and r.matches(expected)]
+
+
+@pytest.mark.parametrize("measurement", ["switch_port", "switch_queue", "nic_port", "storage"])
+@given(data=st.data())
+def test_compiled_plan_for_the_models_hands_them_a_tuple_and_the_rules_the_dict(measurement, data):
+    """With `model` (an anomaly model's features, in its order), compute hands the models
+    those features as a tuple (None where absent; None for a record with no feature at
+    all) and the rules the same dict and the same fired rules as the plain definition,
+    the dict only when a rule fired."""
+    from models.catalogue import BY_MEASUREMENT, features_needed
+    from rules.loader import load_rules
+
+    rules = load_rules(None)
+    names = BY_MEASUREMENT[measurement].feature_names
+    p = plan(measurement, frozenset(rules.features_needed(measurement)) | features_needed(measurement))
+    fx = FeatureExtractor({measurement: p})
+    compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), model=names)
+    first = {c: data.draw(counter_values) for c in p.counters} | {g: data.draw(gauge_values) for g in p.gauges}
+    second = {c: data.draw(counter_values) for c in p.counters} | {g: data.draw(gauge_values) for g in p.gauges}
+    before = {k: v for k, v in first.items() if v is not None}
+    after = {k: v for k, v in second.items() if v is not None}
+    tags = {"host": "leaf01", "interface": "swp1", "queue": "3"}
+    for t, fields in ((0, before or {"x": 1}), (2.5, after or {"x": 1})):
+        out = fx.run(Metric(measurement, tags, fields, T0 + t, f"{measurement}|s"), compute)
+    expected = _reference(p, after, tags, before, 2.5)
+    feats, fired, _, vec = out
+    want_fired = [r for r in rules.by_measurement.get(measurement, ()) if expected and r.matches(expected)]
+    assert fired == want_fired
+    assert feats == (expected if want_fired else None)
+    assert vec == (tuple(expected.get(n) for n in names) if expected else None)

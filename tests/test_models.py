@@ -21,7 +21,7 @@ from models.model import ClassModel
 from models.scorer import opens_incident, rule_id
 from models.store import ModelError, load, save
 from models.train import TrainingError, train
-from models.windows import NAN, Smoother, WindowCutter, entity_key
+from models.windows import NAN, Smoother, WindowCutter, entity_key, vector
 from rules.loader import load_rules
 
 
@@ -117,7 +117,7 @@ def test_windows_average_each_feature_per_entity_and_close_on_time():
     cut = WindowCutter(5.0)
     tags = {"host": "stor01", "kind": "disk", "name": "nvme0"}
     for t, lat in ((100.0, 1.0), (101.0, 3.0), (104.0, 2.0)):
-        cut.observe("storage", "s1", tags, t, {"read_latency_ms": lat})
+        cut.observe("storage", "s1", tags, t, vector("storage", {"read_latency_ms": lat}))
     assert not cut.due(104.9) and cut.due(105.0)
     start, rows = cut.close(105.0)
     (slot,), means = rows["storage"]
