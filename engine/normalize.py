@@ -120,17 +120,7 @@ def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
         # path, which names the reason.
         series = _series.get((name, *tags, *tags.values()))
         if name and fields and (series is not None or tags.get("host") or name == JOB_PLACEMENT):
-            ts = rec.timestamp
-            if ts.__class__ is int and _NS_FIRST <= ts <= _NS_LAST:
-                ts = ts / 1e9
-            elif ts.__class__ is int and _MS_FIRST <= ts <= _MS_LAST:
-                ts = ts / 1e3
-            elif ts.__class__ is int and _S_FIRST <= ts <= _S_LAST:
-                ts = float(ts)
-            elif ts.__class__ is int and _US_FIRST <= ts <= _US_LAST:
-                ts = ts / 1e6
-            else:
-                ts = _timestamp(ts)
+            ts = _event_time(rec.timestamp)
             if ts.__class__ is float:
                 if series is None:
                     series = _series_key(name, tags)
@@ -227,25 +217,30 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
             if v.__class__ is float and not _isfinite(v):
                 return "non_finite_field", f"field {k!r} is {v}"
     ts = doc.get("timestamp", _MISSING)
-    # An integer time of 2000..2100 in s, ms, us or ns needs no more than a division
-    # (the same float arithmetic as `seconds`); anything else goes through `seconds`.
-    if ts.__class__ is int and _NS_FIRST <= ts <= _NS_LAST:
-        ts = ts / 1e9
-    elif ts.__class__ is int and _MS_FIRST <= ts <= _MS_LAST:
-        ts = ts / 1e3
-    elif ts.__class__ is int and _S_FIRST <= ts <= _S_LAST:
-        ts = float(ts)
-    elif ts.__class__ is int and _US_FIRST <= ts <= _US_LAST:
-        ts = ts / 1e6
-    elif ts is _MISSING:
+    if ts is _MISSING:
         return "missing_timestamp", "'timestamp' is missing"
-    else:
-        ts = _timestamp(ts)
-        if ts.__class__ is tuple:
-            return ts
+    ts = _event_time(ts)
+    if ts.__class__ is tuple:
+        return ts
     if series is None:
         series = _series_key(name, tags)
     return Metric(name, tags, fields, ts, series)  # positional: measurably faster here
+
+
+def _event_time(ts: object) -> float | tuple[str, str]:
+    """Seconds, or (reason, detail). An integer time of 2000..2100 in s, ms, us or ns
+    needs no more than a division (the same float arithmetic as `seconds`); anything
+    else goes through `seconds`."""
+    if ts.__class__ is int:
+        if _NS_FIRST <= ts <= _NS_LAST:
+            return ts / 1e9
+        if _MS_FIRST <= ts <= _MS_LAST:
+            return ts / 1e3
+        if _S_FIRST <= ts <= _S_LAST:
+            return float(ts)
+        if _US_FIRST <= ts <= _US_LAST:
+            return ts / 1e6
+    return _timestamp(ts)
 
 
 def _timestamp(value: object) -> float | tuple[str, str]:
