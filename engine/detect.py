@@ -77,7 +77,7 @@ class Detector:
                 wanted.setdefault(m, set()).update(self.models.models.features_needed(m))
         self.extractor = FeatureExtractor({m: plan(m, frozenset(f)) for m, f in wanted.items()})
         # The models need every record's features; the rules only those of records they fire on.
-        self._compute = {m: self.extractor.compile(m, self.rules.by_measurement.get(m, ()),
+        self._compute = {m: self.extractor.compile(m, self.rules.by_measurement.get(m, ()), always=False,
                                                    model=self.models.vector_names(m) if m in self._modelled else ())
                          for m in wanted}
         for r in self.rules.rules:

@@ -311,6 +311,7 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     absent), or None when the record has no feature at all; the feature dict is then
     built only when a rule fired (the models read the tuple, the rules the dict).
     Generated once per measurement because this is the hottest code in the engine."""
+    always = always or bool(model)  # the models read every record
     src = ["def compute(fields, tags, st, dt):", "    resets = 0"]
     local: dict[str, str] = {}
     floats: set[str] = set()  # locals that hold a float or None
@@ -461,7 +462,7 @@ class FeatureExtractor:
 
     def compile(self, measurement: str, rules: tuple = (), always: bool = True,
                 model: tuple[str, ...] = ()) -> Callable:
-        return compile_plan(self.plans[measurement], measurement, rules, always or bool(model), model)
+        return compile_plan(self.plans[measurement], measurement, rules, always, model)
 
     def extract(self, metric) -> dict | None:
         compute = self._compute.get(metric.name)
