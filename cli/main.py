@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -111,6 +112,13 @@ def cmd_train(args) -> int:
 
 def cmd_worker(args) -> int:
     from streams.app import run_worker
+
+    run_worker(worker_settings(args))
+    return 0
+
+
+def worker_settings(args):
+    """The worker's settings from its flags, falling back to FABRIC_RCA_* variables."""
     from streams.settings import WorkerSettings
     from streams.topics import parse_bootstrap
 
@@ -129,11 +137,13 @@ def cmd_worker(args) -> int:
         jobs_file=Path(jobs) if jobs else None, rule_files=tuple(args.rules or ()),
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir), models_dir=Path(models) if models else None,
-        learn_rate=args.learn_rate if models else 0.0,
+        learn_rate=args.learn_rate if models else 0.0, idle_partition_s=args.idle_partition_s,
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
-    run_worker(settings)
-    return 0
+    topics = args.telemetry_topic or [t.strip() for t in env.get("FABRIC_RCA_TELEMETRY_TOPICS", "").split(",") if t.strip()]
+    if topics:
+        settings = dataclasses.replace(settings, telemetry_topics=tuple(args.topic_prefix + t for t in topics))
+    return settings
 
 
 def cmd_topics(args) -> int:
@@ -535,6 +545,12 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--learn-rate", type=_unit, default=0.0, metavar="RATE",
                    help="with --models: online learning of baselines from normal windows (default 0: as trained)")
     w.add_argument("--topic-prefix", default="", help="prefix every topic and the consumer group (tests, shared brokers)")
+    w.add_argument("--telemetry-topic", action="append", metavar="TOPIC",
+                   help="a telemetry topic to read, keyed by host (repeat for several; or FABRIC_RCA_TELEMETRY_TOPICS, "
+                        "comma-separated; default fabric.telemetry)")
+    w.add_argument("--idle-partition-s", type=_positive, default=30.0, metavar="S",
+                   help="correlation waits for every telemetry partition; one silent this many seconds longer "
+                        "than the others is not waited for until it sends again (default 30)")
     w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
     w.add_argument("--metrics-bind", default="127.0.0.1")
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")

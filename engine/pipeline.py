@@ -13,7 +13,7 @@ import pickle
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Collection, Iterable
 
 from engine.correlate import CorrelationConfig, Correlator
 from engine.detect import Detector
@@ -249,20 +249,30 @@ def _load(data: bytes) -> dict:
 
 class CorrelateStage:
     """Stage 2. Events from one or more stage-1 sources are held until every source has
-    ticked past them, then applied in canonical order, tick by tick."""
+    ticked past them, then applied in canonical order, tick by tick.
+
+    `sources` names the stage-1 sources to wait for (the Kafka workers: every telemetry
+    partition) before anything is applied: without it, a source that starts late (its
+    partition's worker still restoring, its first records not there yet) would find the
+    others' ticks applied and its own events applied out of order, founding different
+    incidents than `replay`. The caller may name sources `idle` in `advance` (a partition
+    that has no data); they are not waited for until they tick again. Sources that tick
+    without being named are waited for from their first tick on (`replay`: one source)."""
 
     def __init__(self, *, topology: Topology, rules: RuleSet, jobs: JobBook | None = None,
-                 config: EngineConfig = EngineConfig()):
+                 config: EngineConfig = EngineConfig(), sources: Iterable[str] = ()):
         def opens(rule: str) -> bool:
             return model_opens(rule) if rule.startswith(MODEL_RULE) else rules.opens_incident(rule)
 
         self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
                                      config=config.correlation)
+        self.sources = frozenset(sources)
         self._pending: list[StageEvent] = []
         self._ticks: dict[str, float] = {}  # source -> its latest tick
         self._times: set[float] = set()  # ticks seen and not yet applied
         self.applied_to: float = float("-inf")
         self.duplicates = 0
+        self.late = 0  # events of a source that was idle, applied on arrival
 
     def add(self, event: StageEvent) -> None:
         """One event. A source sends a tick's events before the tick itself, so an event
@@ -272,17 +282,27 @@ class CorrelateStage:
             return
         if event.kind == TICK:
             self._ticks[event.source] = event.tick
-            self._times.add(event.tick)
+            if event.tick > self.applied_to:
+                self._times.add(event.tick)
         elif event.tick <= self.applied_to:
-            self._apply([event])  # a source that fell behind: apply now rather than drop
+            self.late += 1
+            self._apply([event])  # a source that was idle: apply now rather than drop
         else:
             self._pending.append(event)
 
-    def advance(self) -> None:
-        """Apply everything up to the slowest source's tick."""
-        if not self._ticks:
+    def waiting_for(self, idle: Collection[str] = ()) -> list[str]:
+        """Named sources that have not ticked yet (and are not idle): nothing is applied
+        until they do."""
+        return sorted(s for s in self.sources if s not in self._ticks and s not in idle)
+
+    def advance(self, idle: Collection[str] = ()) -> None:
+        """Apply everything up to the slowest source's tick (idle sources aside)."""
+        ticks = self._ticks
+        if not ticks or (self.sources and self.waiting_for(idle)):
             return
-        upto = min(self._ticks.values())
+        upto = min((t for s, t in ticks.items() if s not in idle), default=None) if idle else min(ticks.values())
+        if upto is None:
+            return
         for t in sorted(x for x in self._times if x <= upto):
             now = [e for e in self._pending if e.tick <= t]
             if now:
@@ -302,7 +322,7 @@ class CorrelateStage:
     def changes(self) -> list[dict]:
         return self.correlator.drain()
 
-    _STATE = ("_pending", "_ticks", "_times", "applied_to", "duplicates")
+    _STATE = ("_pending", "_ticks", "_times", "applied_to", "duplicates", "late")
     _CORRELATOR = ("watermark", "open", "home", "saturated", "surges", "opened", "resolved", "jobs", "_changes")
 
     def snapshot(self) -> bytes:

@@ -25,7 +25,7 @@ import orjson
 from faust.types import TP
 
 from api.store.sink import StoreSink
-from engine.events import StageEvent
+from engine.events import TICK, StageEvent
 from engine.jobs import JobBook, load_jobs
 from engine.normalize import parse_line
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, job_event
@@ -34,6 +34,7 @@ from rules.loader import load_rules
 from streams import state
 from streams.metrics import WorkerMetrics, render
 from streams.settings import WorkerSettings
+from streams.topics import partition_counts
 from streams.transport import Transport
 
 log = logging.getLogger("fabric_rca.worker")
@@ -168,10 +169,52 @@ def new_app(settings: WorkerSettings) -> faust.App:
     return app
 
 
+class Sources:
+    """Which telemetry partitions correlation may stop waiting for, by wall time.
+
+    Stage 2 applies a tick only when every partition has passed it (`CorrelateStage`). A
+    partition that sends no ticks would hold correlation back for ever, so it becomes idle
+    (not waited for until it ticks again):
+
+    - one never heard from: `idle_s` after the first tick of any partition (no hosts hash
+      to it, or a replay that has none of its hosts);
+    - one heard from before: once it has been silent `idle_s` longer than the most
+      recently heard partition (its collectors are down). When every partition falls
+      silent (the broker away, the telemetry ended) none of these becomes idle, so nothing
+      is applied out of order when they come back."""
+
+    def __init__(self, expected: frozenset[str], idle_s: float, clock: Callable[[], float] = time.monotonic):
+        self.expected, self.idle_s, self.clock = expected, idle_s, clock
+        self.heard: dict[str, float] = {}
+        self.first: float | None = None  # wall time of the first tick heard
+        self.newest = float("-inf")
+
+    def tick(self, source: str) -> None:
+        now = self.heard[source] = self.newest = self.clock()
+        if self.first is None:
+            self.first = now
+
+    def idle(self) -> frozenset[str]:
+        if self.first is None:
+            return frozenset()
+        horizon = self.newest - self.idle_s
+        unheard_idle = self.clock() - self.first >= self.idle_s
+        heard = self.heard
+        return frozenset(s for s in self.expected
+                         if (heard[s] <= horizon if s in heard else unheard_idle))
+
+
+def telemetry_sources(partitions: dict[str, int]) -> frozenset[str]:
+    """The stage-1 source names (as `detect` labels them) of every telemetry partition."""
+    return frozenset(f"{topic}:{p}" for topic, n in partitions.items() for p in range(n))
+
+
 def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig(),
-              read_snapshots: Callable[[], dict[str, tuple[int, bytes]]] | None = None) -> faust.App:
+              read_snapshots: Callable[[], dict[str, tuple[int, bytes]]] | None = None,
+              read_partitions: Callable[[], dict[str, int]] | None = None) -> faust.App:
     """The worker app. `read_snapshots` (key -> (offset, snapshot)) defaults to reading the
-    state topic; broker-free tests pass their own."""
+    state topic, `read_partitions` (telemetry topic -> partitions) to asking the broker;
+    broker-free tests pass their own."""
     rules = load_rules(list(settings.rule_files) or None)
     models = None
     if settings.models_dir is not None:
@@ -181,12 +224,16 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     roles = {d: topology.role(d) for d in topology.devices()}
     sink = StoreSink(settings.db_url, topology=topology.to_dict())
 
+    sources: list[Sources] = []  # the correlation's view of its sources, while it runs here
+    expected: list[frozenset[str]] = []  # every telemetry partition, asked once
+
     def new_correlate() -> CorrelateStage:
         book = JobBook()
         if settings.jobs_file:
             for _, job in load_jobs(settings.jobs_file):
                 book.update(job)
-        return CorrelateStage(topology=topology, rules=rules, jobs=book, config=config)
+        return CorrelateStage(topology=topology, rules=rules, jobs=book, config=config,
+                              sources=expected[0])
 
     app = new_app(settings)
     raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
@@ -196,6 +243,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     incidents = app.topic(settings.incidents_topic, **raw)
     dlq = app.topic(settings.dlq_topic, **raw)
     reader = read_snapshots or (lambda: state.read_latest(bootstrap=settings.bootstrap, topic=settings.state_topic))
+    partitions = read_partitions or (lambda: partition_counts(bootstrap=settings.bootstrap,
+                                                              topics=list(settings.telemetry_topics)))
     checkpoints = Checkpoints(app, settings, app.topic(settings.state_topic, partitions=1, **raw), reader)
     counters = {"dead_lettered": 0, "incident_changes": 0}
     offsets: dict[tuple[str, int], int] = {}
@@ -243,23 +292,49 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
             for r in rejects:
                 await dead_letter(event, r.reason, r.detail)
 
+    emitting = asyncio.Lock()  # the agent and the idle timer both apply and publish: one at a time
+
+    async def correlation() -> CorrelateStage:
+        if correlate_key not in checkpoints.stages:  # new here: wall-time silence counts from now
+            if not expected:
+                counts = await asyncio.get_running_loop().run_in_executor(None, partitions)
+                expected[:] = [telemetry_sources(counts)]
+            sources[:] = [Sources(expected[0], settings.idle_partition_s)]
+        return await checkpoints.stage(correlate_key, new_correlate)
+
+    async def apply(stage: CorrelateStage) -> None:
+        stage.advance(idle=sources[0].idle())
+        changes = stage.changes()
+        if changes:
+            counters["incident_changes"] += len(changes)
+            sink.write(changes)  # idempotent upserts by incident id
+            for inc in changes:
+                await incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
+
     @app.agent(symptoms, concurrency=1)
     async def correlate(stream):
         async for event in stream.noack().events():
-            stage = await checkpoints.stage(correlate_key, new_correlate)
+            stage = await correlation()
             if checkpoints.seen(correlate_key, event):
                 continue
-            stage.add(StageEvent.from_bytes(event.value))
-            stage.advance()
-            changes = stage.changes()
-            if changes:
-                counters["incident_changes"] += len(changes)
-                sink.write(changes)  # idempotent upserts by incident id
-                for inc in changes:
-                    await incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
+            e = StageEvent.from_bytes(event.value)
+            if e.kind == TICK:
+                sources[0].tick(e.source)
+            async with emitting:
+                stage.add(e)
+                await apply(stage)
             checkpoints.hold(correlate_key, event)
             if checkpoints.due(correlate_key):
                 await checkpoints.save(correlate_key)
+
+    @app.timer(interval=1.0)
+    async def release_idle_sources():
+        """Events held for a partition that went silent are applied once it counts as idle,
+        even when no further event arrives to trigger it."""
+        stage = checkpoints.stages.get(correlate_key)
+        if isinstance(stage, CorrelateStage) and sources and sources[0].idle():
+            async with emitting:
+                await apply(stage)
 
     @app.timer(interval=settings.checkpoint_every_s)
     async def save_idle_stages():
@@ -281,12 +356,19 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     @app.page("/healthz")
     async def healthz(web, request):
         c = checkpoints.stages.get(correlate_key)
-        return web.json({"status": "ok", "stages": sorted(checkpoints.stages),
-                         "applied_to": c.applied_to if c is not None else None})
+        doc = {"status": "ok", "stages": sorted(checkpoints.stages),
+               "applied_to": c.applied_to if c is not None else None}
+        if isinstance(c, CorrelateStage) and sources:
+            idle = sources[0].idle()
+            # correlation holds everything back until these partitions tick (or go idle)
+            doc["waiting_for"] = c.waiting_for(idle)
+            doc["idle_sources"] = sorted(idle)
+        return web.json(doc)
 
     @app.page("/metrics")
     async def metrics(web, request):
-        return web.text(render(_metrics(app, checkpoints, offsets, counters, correlate_key)),
+        return web.text(render(_metrics(app, checkpoints, offsets, counters, correlate_key,
+                                               sources[0] if sources else None)),
                         content_type="text/plain; version=0.0.4")
 
     app.fabric_checkpoints = checkpoints  # for tests and health
@@ -294,7 +376,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     return app
 
 
-def _metrics(app, checkpoints: Checkpoints, offsets, counters, correlate_key: str) -> WorkerMetrics:
+def _metrics(app, checkpoints: Checkpoints, offsets, counters, correlate_key: str,
+             sources: Sources | None = None) -> WorkerMetrics:
     m = WorkerMetrics(dead_lettered=counters["dead_lettered"], incident_changes=counters["incident_changes"],
                       stages_restored=checkpoints.restored)
     rejects: Counter = Counter()
@@ -314,6 +397,9 @@ def _metrics(app, checkpoints: Checkpoints, offsets, counters, correlate_key: st
     if isinstance(c, CorrelateStage):
         m.incidents_opened, m.incidents_resolved = c.correlator.opened, c.correlator.resolved
         m.applied_event_time = c.applied_to if c.applied_to != float("-inf") else None
+        m.late_events = c.late
+        if sources is not None:
+            m.idle_sources = len(sources.idle())
     m.newest_event_time = max(clocks) if clocks else None
     for (topic, partition), offset in offsets.items():
         try:

@@ -22,6 +22,8 @@ class WorkerMetrics:
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
     newest_event_time: float | None = None  # newest event time stage 1 has read
     applied_event_time: float | None = None  # event time stage 2 has correlated up to
+    idle_sources: int = 0  # telemetry partitions correlation no longer waits for (silent too long)
+    late_events: int = 0  # events of an idle partition applied on arrival, out of canonical order
 
 
 def _line(name: str, value: float, labels: dict[str, str] | None = None) -> str:
@@ -53,6 +55,12 @@ def render(m: WorkerMetrics) -> str:
            [(m.stages_restored, None)])
     metric("fabric_rca_consumer_lag_messages", "gauge", "Messages not yet consumed, per partition.",
            [(n, {"partition": tp}) for tp, n in sorted(m.consumer_lag.items())] or [(0, {"partition": "none"})])
+    metric("fabric_rca_idle_partitions", "gauge",
+           "Telemetry partitions silent for longer than the idle limit; correlation does not wait for them.",
+           [(m.idle_sources, None)])
+    metric("fabric_rca_late_events_total", "counter",
+           "Stage events of a partition that was idle, applied on arrival rather than in order.",
+           [(m.late_events, None)])
     if m.newest_event_time is not None and m.applied_event_time is not None:
         delay = max(0.0, m.newest_event_time - m.applied_event_time)
     else:

@@ -25,6 +25,9 @@ class WorkerSettings:
     state_topic: str = STATE
     checkpoint_every_s: float = 2.0  # wall time between snapshots of a busy stage
     session_timeout_s: float = 10.0  # a silent group member is replaced after this long
+    # Correlation waits for every telemetry partition to tick; one that has sent nothing for
+    # this long while others did (no hosts hashed to it, its collectors down) is not waited for.
+    idle_partition_s: float = 30.0
     partitions: int = 4
     web_port: int = 9108
     web_bind: str = "127.0.0.1"

@@ -132,3 +132,23 @@ def admin_client(*, bootstrap: str, timeout_s: float = 30):
                                 bootstrap_timeout_ms=ms, request_timeout_ms=ms)
     except KafkaError as exc:
         raise KafkaUnavailable(bootstrap, f"{type(exc).__name__}: {exc}") from exc
+
+
+def partition_counts(*, bootstrap: str, topics: list[str], timeout_s: float = 30) -> dict[str, int]:
+    """How many partitions each of `topics` has on the broker; TopicError names a missing one."""
+    from kafka.errors import KafkaError
+
+    admin = admin_client(bootstrap=bootstrap, timeout_s=timeout_s)
+    try:
+        try:
+            described = admin.describe_topics(list(topics))
+        except KafkaError as exc:
+            raise KafkaUnavailable(bootstrap, f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        admin.close()
+    counts = {t["name"]: len(t.get("partitions") or ()) for t in described if not t.get("error_code")}
+    missing = [t for t in topics if not counts.get(t)]
+    if missing:
+        raise TopicError(f"topic(s) {', '.join(missing)} not found at {bootstrap}: "
+                         f"create them with `fabric-rca topics create`")
+    return {t: counts[t] for t in topics}

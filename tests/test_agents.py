@@ -104,7 +104,8 @@ def run_agent(settings: WorkerSettings, name: str, messages: Iterable[tuple[byte
     """Build the worker app, run agent `name` over (key, value) messages from partition 0; return the app."""
 
     async def go() -> faust.App:
-        app = build_app(settings, read_snapshots=dict)  # no broker: no earlier snapshots
+        # no broker: no earlier snapshots, and one telemetry partition per topic
+        app = build_app(settings, read_snapshots=dict, read_partitions=lambda: dict.fromkeys(settings.telemetry_topics, 1))
         async with app.agents[f"streams.app.{name}"].test_context() as agent:
             for key, value in messages:
                 await agent.put(value, key=key, partition=0)

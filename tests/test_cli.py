@@ -18,3 +18,33 @@ def test_simulate_names_the_scenarios_when_none_is_given(tmp_path, capsys):
     assert main(["simulate", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "pfc_storm" in err and "clean" in err
+
+
+def _worker(argv, monkeypatch, **env):
+    from cli.main import parser, worker_settings
+
+    for k in ("FABRIC_RCA_BOOTSTRAP", "FABRIC_RCA_TOPOLOGY", "FABRIC_RCA_TELEMETRY_TOPICS"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return worker_settings(parser().parse_args(["worker", "--bootstrap", "127.0.0.1:9092", "--topology", "t.dot", *argv]))
+
+
+def test_worker_reads_the_telemetry_topics_it_is_given(monkeypatch):
+    assert _worker([], monkeypatch).telemetry_topics == ("fabric.telemetry",)
+    got = _worker(["--telemetry-topic", "spectrum", "--telemetry-topic", "storage"], monkeypatch)
+    assert got.telemetry_topics == ("spectrum", "storage")
+    got = _worker(["--topic-prefix", "lab."], monkeypatch, FABRIC_RCA_TELEMETRY_TOPICS="spectrum, storage")
+    assert got.telemetry_topics == ("lab.spectrum", "lab.storage")
+    assert got.symptoms_topic == "lab.fabric.symptoms"
+    assert got.topics()["lab.storage"] == got.partitions  # created when missing, like the default one
+
+
+def test_worker_idle_partition_limit(monkeypatch, capsys):
+    import pytest
+
+    assert _worker([], monkeypatch).idle_partition_s == 30.0
+    assert _worker(["--idle-partition-s", "5"], monkeypatch).idle_partition_s == 5.0
+    with pytest.raises(SystemExit):
+        _worker(["--idle-partition-s", "0"], monkeypatch)
+    assert "must be greater than 0" in capsys.readouterr().err

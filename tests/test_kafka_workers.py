@@ -56,13 +56,14 @@ class Fleet:
         self.db = tmp_path / "worker.db"
         self.procs: list[tuple[subprocess.Popen, str, object]] = []
 
-    def start(self, name: str) -> str:
+    def start(self, name: str, *extra: str) -> str:
         port = _free_port()
         log = open(self.tmp / f"{name}.log", "w")
         proc = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "worker", "--bootstrap", self.bootstrap, "--db", str(self.db),
              "--topology", str(self.folder / "topology.dot"), "--jobs", str(self.folder / "jobs.jsonl"),
-             "--topic-prefix", self.prefix, "--metrics-port", str(port), "--data-dir", str(self.tmp / name)],
+             "--topic-prefix", self.prefix, "--metrics-port", str(port), "--data-dir", str(self.tmp / name),
+             *extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         base = f"http://127.0.0.1:{port}"
@@ -198,6 +199,82 @@ def test_two_workers_split_partitions_and_agree(fleet, expected):
     stages = [set(httpx.get(u + "/healthz").json()["stages"]) for u in (a, b)]
     detect = [{s for s in st if s.startswith("detect:")} for st in stages]
     assert all(detect) and not (detect[0] & detect[1]), stages  # both work, on different partitions
+
+
+def test_a_worker_joining_mid_stream_changes_nothing(fleet, expected):
+    """The partitions move while telemetry flows: the stages they take along (snapshots)
+    and correlation's wait for every partition keep the incidents those of the replay."""
+    a = fleet.start("a")
+    published = []
+    publisher = threading.Thread(target=lambda: published.append(fleet.publish(speed=25.0)))  # ~12 s of telemetry
+    publisher.start()
+    time.sleep(4)
+    assert publisher.is_alive(), "the second worker must join mid-stream"
+    b = fleet.start("b")
+    publisher.join(timeout=120)
+    got = fleet.wait_for(expected)
+    assert _summary(got) == _summary(expected), fleet.logs()
+    stages = [set(httpx.get(u + "/healthz").json()["stages"]) for u in (a, b)]
+    assert all(any(s.startswith("detect:") for s in st) for st in stages), stages  # the partitions were split
+
+
+def _split_by_partition(fleet, n: int):
+    """The scenario's telemetry in two files: hosts of the first n/2 partitions, the rest."""
+    import gzip
+
+    import orjson
+    from kafka.partitioner.default import murmur2
+
+    from engine.replay import open_lines
+
+    early, late = fleet.tmp / "early.jsonl.gz", fleet.tmp / "late.jsonl.gz"
+    with gzip.open(early, "wb") as e, gzip.open(late, "wb") as lt:
+        for line in open_lines(fleet.folder / "telemetry.jsonl.gz"):
+            doc = orjson.loads(line)
+            host = (doc["metrics"][0] if "metrics" in doc else doc)["tags"]["host"]
+            ((murmur2(host.encode()) & 0x7FFFFFFF) % n < n // 2 and e or lt).write(line.rstrip(b"\n") + b"\n")
+    return early, late
+
+
+def test_partitions_whose_telemetry_starts_late_change_nothing(fleet, expected):
+    """Half of the partitions get their telemetry only after the other half's is all in:
+    correlation waits for them (and says so on /healthz) instead of applying the early
+    half alone, so the incidents are still the replay's."""
+    n = 4  # pipeline_topics' default
+    early, late = _split_by_partition(fleet, n)
+    base = fleet.start("w1")
+    stats = fleet.publish([early])
+    deadline = time.monotonic() + 60
+    while _metrics(base)["fabric_rca_records_total"] < stats.records and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _metrics(base)["fabric_rca_records_total"] == stats.records  # the early half is all in
+    health = httpx.get(base + "/healthz").json()
+    assert health["waiting_for"] == [f"{fleet.prefix}fabric.telemetry:{p}" for p in range(n // 2, n)], health
+    assert health["idle_sources"] == []
+    assert fleet.stored() == []  # nothing correlated from half of the fabric
+    fleet.publish([late])
+    got = fleet.wait_for(expected)
+    assert _summary(got) == _summary(expected), fleet.logs()
+
+
+def test_partitions_without_telemetry_stop_holding_correlation_back(fleet):
+    """Partitions that never get a record (no hosts hashed to them) count as idle after
+    --idle-partition-s, and the others' telemetry is correlated without them."""
+    n = 4
+    early, _ = _split_by_partition(fleet, n)
+    base = fleet.start("w1", "--idle-partition-s", "2")
+    fleet.publish([early])
+    deadline = time.monotonic() + 60
+    health = {}
+    while time.monotonic() < deadline:
+        health = httpx.get(base + "/healthz").json()
+        if health.get("idle_sources") and (health.get("applied_to") or 0) > 0:
+            break
+        time.sleep(0.5)
+    assert health["idle_sources"] == [f"{fleet.prefix}fabric.telemetry:{p}" for p in range(n // 2, n)], health
+    assert health["waiting_for"] == []
+    assert health["applied_to"] > 0
+    assert _metrics(base)["fabric_rca_idle_partitions"] == n - n // 2
 
 
 def test_unreadable_records_are_dead_lettered_with_their_bytes(fleet):
