@@ -103,29 +103,60 @@ class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     timestamp: _Int64 | float
 
 
+class _Batch(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    metrics: list[_Record]
+
+
 _decode_record = msgspec.json.Decoder(_Record).decode
+_decode_batch = msgspec.json.Decoder(_Batch).decode  # Telegraf's batch format, what the publisher sends
 
 
 def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
     """One line of a recorded file (or one Kafka message value)."""
     try:
         rec = _decode_record(line)
-    except Exception:  # any refusal (also a str msgspec cannot encode): the general path
-        pass
-    else:
+    except Exception:  # any refusal (also a str msgspec cannot encode): a batch, or the general path
+        try:
+            records = _decode_batch(line).metrics
+        except Exception:
+            return _parse_line(line)
+        metrics = _typed(records)
+        return (metrics, []) if metrics is not None else _parse_line(line)
+    name = rec.name
+    tags = rec.tags
+    fields = rec.fields
+    # The same memo and checks as parse_metric; a record failing one takes the general
+    # path, which names the reason.
+    series = _series.get((name, *tags, *tags.values()))
+    if name and fields and (series is not None or tags.get("host") or name == JOB_PLACEMENT):
+        ts = _event_time(rec.timestamp)
+        if ts.__class__ is float:
+            if series is None:
+                series = _series_key(name, tags)
+            return [Metric(name, tags, fields, ts, series)], []
+    return _parse_line(line)
+
+
+def _typed(records: list[_Record]) -> list[Metric] | None:
+    """The metrics of a typed batch, or None when one of them fails a check (the general
+    path then parses the whole batch again and names each reject)."""
+    out = []
+    append = out.append
+    known = _series.get
+    for rec in records:
         name = rec.name
         tags = rec.tags
         fields = rec.fields
-        # The same memo and checks as parse_metric; a record failing one takes the general
-        # path, which names the reason.
-        series = _series.get((name, *tags, *tags.values()))
-        if name and fields and (series is not None or tags.get("host") or name == JOB_PLACEMENT):
-            ts = _event_time(rec.timestamp)
-            if ts.__class__ is float:
-                if series is None:
-                    series = _series_key(name, tags)
-                return [Metric(name, tags, fields, ts, series)], []
-    return _parse_line(line)
+        series = known((name, *tags, *tags.values()))
+        if not (name and fields and (series is not None or tags.get("host") or name == JOB_PLACEMENT)):
+            return None
+        ts = _event_time(rec.timestamp)
+        if ts.__class__ is not float:
+            return None
+        if series is None:
+            series = _series_key(name, tags)
+        append(Metric(name, tags, fields, ts, series))
+    return out
 
 
 def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:

@@ -310,9 +310,11 @@ _plausible = st.tuples(  # mostly what the fast path takes, with an odd value no
 @st.composite
 def _records(draw) -> str | bytes:
     text = _obj(draw(st.one_of(_plausible, _plausible, _full, _top)))
-    shape = draw(st.sampled_from(["plain", "plain", "batch", "truncated", "trailing", "spaces"]))
+    shape = draw(st.sampled_from(["plain", "plain", "batch", "typed_batch", "truncated", "trailing", "spaces"]))
     if shape == "batch":
         text = '{"metrics": [' + text + "," + _obj(draw(_full)) + "]}"
+    elif shape == "typed_batch":  # what the publisher sends: mostly taken by the typed batch decoder
+        text = '{"metrics": [' + ",".join([text] + [_obj(draw(_plausible)) for _ in range(draw(st.integers(0, 3)))]) + "]}"
     elif shape == "truncated":
         text = text[: draw(st.integers(0, len(text)))]
     elif shape == "trailing":
@@ -339,6 +341,20 @@ def test_typed_fast_path_gives_what_the_general_path_gives(raw):
     normalize._series.clear()
     general_cold = _outcome(normalize._parse_line(raw))
     assert fast_cold == general_cold == general_warm == fast_warm
+
+
+def test_fast_path_takes_a_batch_whole_or_not_at_all():
+    rec = '{"name":"switch_port","tags":{"host":"leaf0%d","interface":"swp1"},"fields":{"a":%d},"timestamp":%d}'
+    batch = '{"metrics":[' + ",".join(rec % (i, i, T0 + i) for i in range(3)) + "]}"
+    assert len(normalize._decode_batch(batch).metrics) == 3  # the typed decoder accepts it
+    metrics, rejects = parse_line(batch)
+    assert rejects == [] and [(m.tags["host"], m.fields["a"], m.ts) for m in metrics] == \
+        [(f"leaf0{i}", i, T0 + i) for i in range(3)]
+    # one record without a host: the general path parses the batch and names that record alone
+    bad = batch.replace('"host":"leaf01",', "")
+    metrics, rejects = parse_line(bad)
+    assert [m.tags["host"] for m in metrics] == ["leaf00", "leaf02"]
+    assert [r.reason for r in rejects] == ["missing_host"]
 
 
 def test_fast_path_takes_the_common_record_and_keeps_types():
