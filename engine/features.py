@@ -283,6 +283,9 @@ def _condition(c, var: str | None, floats: set[str]) -> str:
     return f"({var}.__class__ in NUM and {var} {c.op} {float(c.value)!r})"
 
 
+_CODE: dict[tuple[str, str], object] = {}  # generated source -> its bytecode (compiled once a process)
+
+
 def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), always: bool = True,
                  model: tuple[str, ...] = ()) -> Callable:
     """compute(fields, tags, st, dt) -> None or (features, rules that fired, resets): one
@@ -436,7 +439,11 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
                  "READ": itemgetter(*p.counters) if n > 1 else (lambda f: (f[p.counters[0]],)) if n else None,
                  "COUNTERS": p.counters}
     text = "\n".join(src)
-    exec(compile(text, f"<features of {measurement or 'a plan'}>", "exec"), namespace)
+    filename = f"<features of {measurement or 'a plan'}>"
+    code = _CODE.get((text, filename))
+    if code is None:  # each stage of a worker (one per partition) compiles the same plans
+        code = _CODE[(text, filename)] = compile(text, filename, "exec")
+    exec(code, namespace)
     compute = namespace["compute"]
     compute.source = text
     return compute

@@ -256,26 +256,35 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
             ("reason", reason.encode()), ("detail", detail.encode()), ("source", source.encode()),
             ("rejected", str(rejected).encode())])
 
+    names: dict[tuple[str, int], tuple[str, str]] = {}  # (topic, partition) -> (source, stage key)
+
     @app.agent(telemetry, concurrency=1)
     async def detect(stream):
+        stages, held = checkpoints.stages, checkpoints.hold
         async for event in stream.noack().events():
             msg = event.message
-            source = f"{msg.topic}:{msg.partition}"
-            key = "detect:" + source
-            stage = await checkpoints.stage(key, lambda: DetectStage(rules=rules, roles=roles, config=config,
-                                                                      source=source, models=models))
+            tp = (msg.topic, msg.partition)
+            named = names.get(tp)
+            if named is None:
+                source = f"{msg.topic}:{msg.partition}"
+                named = names[tp] = (source, "detect:" + source)
+            source, key = named
+            stage = stages.get(key)
+            if stage is None:  # first message of a partition here: restore or create its stage
+                stage = await checkpoints.stage(key, lambda: DetectStage(rules=rules, roles=roles, config=config,
+                                                                          source=source, models=models))
             if checkpoints.seen(key, event):
                 continue
-            offsets[(msg.topic, msg.partition)] = msg.offset
-            stage.feed(event.value)
-            rejects = stage.take_rejects()
-            if rejects:  # the message's bytes once, with every reason its records got
-                reasons = Counter(r.reason for r in rejects)
-                await dead_letter(event, ",".join(sorted(reasons)), rejects[0].detail, f"{source}@{msg.offset}",
-                                  rejected=sum(reasons.values()))
-            for e in stage.events():
-                await symptoms.send(key=b"stage", value=e.to_bytes())
-            checkpoints.hold(key, event)
+            offsets[tp] = msg.offset
+            if stage.feed(event.value):  # rejects or events to hand on (about once a second)
+                rejects = stage.take_rejects()
+                if rejects:  # the message's bytes once, with every reason its records got
+                    reasons = Counter(r.reason for r in rejects)
+                    await dead_letter(event, ",".join(sorted(reasons)), rejects[0].detail, f"{source}@{msg.offset}",
+                                      rejected=sum(reasons.values()))
+                for e in stage.events():
+                    await symptoms.send(key=b"stage", value=e.to_bytes())
+            held(key, event)
             if checkpoints.due(key):
                 await checkpoints.save(key)
 
