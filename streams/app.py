@@ -40,6 +40,20 @@ from streams.transport import Transport
 log = logging.getLogger("fabric_rca.worker")
 
 
+async def patiently(read: Callable[[], object], what: str, *, first_wait_s: float = 1.0, max_wait_s: float = 10.0):
+    """`read()` (a blocking broker read) in a thread, retried until it succeeds: a worker
+    that cannot read its checkpoints or the partition counts waits for the broker
+    rather than crash its agent (and lose its place)."""
+    wait = first_wait_s
+    while True:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, read)
+        except Exception as exc:  # noqa: BLE001 - any failure of the broker read: say so, wait, retry
+            log.warning("%s failed (%s: %s); retrying in %.0f s", what, type(exc).__name__, exc, wait)
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, max_wait_s)
+
+
 class Checkpoints:
     """The stages this worker holds, restored from and saved to the state topic."""
 
@@ -60,7 +74,7 @@ class Checkpoints:
         if held is not None:
             return held
         if self._cache is None:
-            self._cache = await asyncio.get_running_loop().run_in_executor(None, self._read)
+            self._cache = await patiently(self._read, "reading the checkpoints")
         stage = make()
         offset, blob = self._cache.pop(key, (-1, b""))
         if blob:
@@ -306,7 +320,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     async def correlation() -> CorrelateStage:
         if correlate_key not in checkpoints.stages:  # new here: wall-time silence counts from now
             if not expected:
-                counts = await asyncio.get_running_loop().run_in_executor(None, partitions)
+                counts = await patiently(partitions, "reading the telemetry topics' partition counts")
                 expected[:] = [telemetry_sources(counts)]
             sources[:] = [Sources(expected[0], settings.idle_partition_s)]
         return await checkpoints.stage(correlate_key, new_correlate)

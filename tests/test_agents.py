@@ -100,12 +100,14 @@ def sent_to(send: mock.MagicMock, topic: str) -> list[Sent]:
     ]
 
 
-def run_agent(settings: WorkerSettings, name: str, messages: Iterable[tuple[bytes | None, bytes]]) -> faust.App:
+def run_agent(settings: WorkerSettings, name: str, messages: Iterable[tuple[bytes | None, bytes]],
+              read_partitions=None) -> faust.App:
     """Build the worker app, run agent `name` over (key, value) messages from partition 0; return the app."""
 
     async def go() -> faust.App:
         # no broker: no earlier snapshots, and one telemetry partition per topic
-        app = build_app(settings, read_snapshots=dict, read_partitions=lambda: dict.fromkeys(settings.telemetry_topics, 1))
+        app = build_app(settings, read_snapshots=dict,
+                        read_partitions=read_partitions or (lambda: dict.fromkeys(settings.telemetry_topics, 1)))
         async with app.agents[f"streams.app.{name}"].test_context() as agent:
             for key, value in messages:
                 await agent.put(value, key=key, partition=0)
@@ -284,3 +286,38 @@ def test_jobs_turns_a_contract_placement_into_a_job_event(settings, sent, scenar
 
     assert sent_to(sent, settings.dlq_topic) == []
     assert_one_job_event(settings, sent, record=record, job=job)
+
+
+# --------------------------------------------------------------- broker reads
+
+
+def test_broker_reads_are_retried_until_they_succeed(caplog):
+    from streams.app import patiently
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("broker away")
+        return {"t": 4}
+
+    with caplog.at_level("WARNING", logger="fabric_rca.worker"):
+        got = asyncio.run(patiently(flaky, "reading partition counts", first_wait_s=0.01))
+    assert got == {"t": 4} and len(calls) == 3
+    assert sum("reading partition counts failed (ConnectionError: broker away)" in r.message for r in caplog.records) == 2
+
+
+def test_correlate_waits_for_the_partition_counts_instead_of_crashing(settings, sent, telemetry):
+    events = detect_stage_events(settings, telemetry)
+    tries = []
+
+    def counts():
+        tries.append(1)
+        if len(tries) == 1:
+            raise ConnectionError("broker away")
+        return dict.fromkeys(settings.telemetry_topics, 1)
+
+    run_agent(settings, "correlate", [(b"stage", e.to_bytes()) for e in events], read_partitions=counts)
+    assert len(tries) == 2
+    assert sent_to(sent, settings.incidents_topic), "the incident came out once the counts were read"

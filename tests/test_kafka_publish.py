@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from streams.publish import publish_files
-from streams.topics import KafkaUnavailable, ensure_topics
+from streams.topics import KafkaUnavailable, TopicError, ensure_topics, partition_counts
 
 pytestmark = [
     pytest.mark.kafka,
@@ -214,6 +214,17 @@ def test_ensure_topics_creates_nothing_the_second_time(kafka_bootstrap):
         assert ensure_topics(bootstrap=bootstrap, topics={name: 2}, timeout_s=15) == []
     finally:
         _delete_topics(bootstrap, [name])
+
+
+def test_partition_counts_are_read_from_the_broker(kafka_bootstrap):
+    names = [f"test-parts-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    try:
+        ensure_topics(bootstrap=kafka_bootstrap, topics={names[0]: 3, names[1]: 1}, timeout_s=15)
+        assert partition_counts(bootstrap=kafka_bootstrap, topics=names) == {names[0]: 3, names[1]: 1}
+        with pytest.raises(TopicError, match=r"test-parts-missing.*not found.*topics create"):
+            partition_counts(bootstrap=kafka_bootstrap, topics=[names[0], "test-parts-missing"])
+    finally:
+        _delete_topics(kafka_bootstrap, names)
 
 
 def test_an_unreachable_broker_is_named_quickly():
