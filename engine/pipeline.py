@@ -272,7 +272,7 @@ class CorrelateStage:
         self._times: set[float] = set()  # ticks seen and not yet applied
         self.applied_to: float = float("-inf")
         self.duplicates = 0
-        self.late = 0  # events of a source that was idle, applied on arrival
+        self.late = 0  # events that came after their tick was applied (an idle source, a late job)
 
     def add(self, event: StageEvent) -> None:
         """One event. A source sends a tick's events before the tick itself, so an event
@@ -286,7 +286,7 @@ class CorrelateStage:
                 self._times.add(event.tick)
         elif event.tick <= self.applied_to:
             self.late += 1
-            self._apply([event])  # a source that was idle: apply now rather than drop
+            self._apply([event])  # a source that was idle, a late job: apply now rather than drop
         else:
             self._pending.append(event)
 

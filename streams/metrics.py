@@ -23,7 +23,7 @@ class WorkerMetrics:
     newest_event_time: float | None = None  # newest event time stage 1 has read
     applied_event_time: float | None = None  # event time stage 2 has correlated up to
     idle_sources: int = 0  # telemetry partitions correlation no longer waits for (silent too long)
-    late_events: int = 0  # events of an idle partition applied on arrival, out of canonical order
+    late_events: int = 0  # events that came after correlation passed their tick, applied on arrival
 
 
 def _line(name: str, value: float, labels: dict[str, str] | None = None) -> str:
@@ -59,7 +59,8 @@ def render(m: WorkerMetrics) -> str:
            "Telemetry partitions silent for longer than the idle limit; correlation does not wait for them.",
            [(m.idle_sources, None)])
     metric("fabric_rca_late_events_total", "counter",
-           "Stage events of a partition that was idle, applied on arrival rather than in order.",
+           "Stage events that arrived after correlation had passed their tick (from a partition that was idle, "
+           "or a job placement published late), applied on arrival rather than in order.",
            [(m.late_events, None)])
     if m.newest_event_time is not None and m.applied_event_time is not None:
         delay = max(0.0, m.newest_event_time - m.applied_event_time)
