@@ -448,6 +448,10 @@ def main() -> None:
     ap.add_argument("--child-raw", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     ap.add_argument("--child-faust", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child_faust or args.child_raw:
+        from cli.runtime import tune_gc
+
+        tune_gc()  # the raw consumers run with the workers' process settings (cli.main applies them there)
     if args.child_faust:
         bootstrap, prefix, messages, topology, tmp, attempt = args.child_faust
         _faust_count(bootstrap, prefix, int(messages), topology, tmp, attempt)

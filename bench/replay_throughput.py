@@ -94,6 +94,9 @@ def run_replay(folder: Path, models_dir: Path | None = None) -> dict:
 
 
 def child(mode: str, folder: Path) -> None:
+    from cli.runtime import tune_gc
+
+    tune_gc()  # every run with the process settings `fabric-rca` runs with (cli.main applies them)
     if mode == "raw":
         result = run_raw(folder)
     elif mode == "replay":

@@ -590,6 +590,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from api.store.db import StoreError
+    from cli.runtime import tune_gc
     from engine.jobs import JobError
     from engine.replay import ReplayError
     from engine.topology import TopologyError
@@ -598,6 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     from streams.topics import KafkaUnavailable
 
     args = parser().parse_args(argv)
+    tune_gc()
     try:
         return args.fn(args)
     except (CliError, TopologyError, RuleError, JobError, ReplayError, StoreError, KafkaUnavailable, PublishError,
