@@ -48,3 +48,17 @@ def test_worker_idle_partition_limit(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         _worker(["--idle-partition-s", "0"], monkeypatch)
     assert "must be greater than 0" in capsys.readouterr().err
+
+
+def test_every_command_runs_with_the_engines_gc_thresholds(capsys):
+    import gc
+
+    from cli.runtime import GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        main(["rules", "check"])
+        assert gc.get_threshold() == GC_THRESHOLDS
+    finally:
+        gc.set_threshold(*before)
