@@ -379,8 +379,10 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     @app.page("/healthz")
     async def healthz(web, request):
         c = checkpoints.stages.get(correlate_key)
+        applied = c.applied_to if isinstance(c, CorrelateStage) else float("-inf")
         doc = {"status": "ok", "stages": sorted(checkpoints.stages),
-               "applied_to": c.applied_to if c is not None else None}
+               # event time correlated up to; null before the first second (-inf is not JSON)
+               "applied_to": applied if applied != float("-inf") else None}
         if isinstance(c, CorrelateStage) and sources:
             idle = sources[0].idle()
             # correlation holds everything back until these partitions tick (or go idle)

@@ -250,7 +250,7 @@ def test_partitions_whose_telemetry_starts_late_change_nothing(fleet, expected):
     assert _metrics(base)["fabric_rca_records_total"] == stats.records  # the early half is all in
     health = httpx.get(base + "/healthz").json()
     assert health["waiting_for"] == [f"{fleet.prefix}fabric.telemetry:{p}" for p in range(n // 2, n)], health
-    assert health["idle_sources"] == []
+    assert health["idle_sources"] == [] and health["applied_to"] is None
     assert fleet.stored() == []  # nothing correlated from half of the fabric
     fleet.publish([late])
     got = fleet.wait_for(expected)
