@@ -107,6 +107,16 @@ def _per_op(time_rate: str, ops_rate: str) -> Callable[[dict], float | None]:
     return f
 
 
+def _little(inflight: str, ops: list[str]) -> Callable[[dict], float | None]:
+    """Little's law: the mean time an I/O spends in flight (ms) is the I/O in flight over
+    the I/O completed per second."""
+    n = _sum(ops)
+    def f(x: dict) -> float | None:
+        q, r = x.get(inflight), n(x)
+        return 1000.0 * q / r if isinstance(q, (int, float)) and r else None
+    return f
+
+
 def _ratio_sum(times: list[str], ops: list[str]) -> Callable[[dict], float | None]:
     t, n = _sum(times), _sum(ops)
     def f(x: dict) -> float | None:
@@ -214,6 +224,9 @@ DERIVED: dict[str, dict[str, Derived]] = {
             _d("latency_ms", ["read_time_rate", "write_time_rate", "reads_rate", "writes_rate"],
                _ratio_sum(["read_time_rate", "write_time_rate"], ["reads_rate", "writes_rate"])),
             _d_sum("ops_rate", ["reads_rate", "writes_rate"]),
+            # Little's law: mean time an I/O spends in flight = I/O in flight / I/O rate
+            _d("inflight_latency_ms", ["iops_in_progress", "reads_rate", "writes_rate"],
+               _little("iops_in_progress", ["reads_rate", "writes_rate"])),
         )
     },
 }

@@ -164,6 +164,17 @@ def test_storage_latency_is_time_over_operations():
     assert feats["write_latency_ms"] == pytest.approx(2.0)
 
 
+def test_inflight_latency_is_littles_law():
+    fx = extractor("storage", "inflight_latency_ms")
+    tags = {"host": "stor01", "kind": "disk", "name": "nvme0n1"}
+    fx.extract(metric("storage", 0, {"reads": 0, "writes": 0, "iops_in_progress": 3}, tags))
+    feats = fx.extract(metric("storage", 2, {"reads": 12_000, "writes": 8_000, "iops_in_progress": 5}, tags))
+    # 5 I/O in flight at 10,000 I/O per second: each spends 0.5 ms in flight
+    assert feats["inflight_latency_ms"] == pytest.approx(0.5)
+    idle = fx.extract(metric("storage", 3, {"reads": 12_000, "writes": 8_000, "iops_in_progress": 1}, tags))
+    assert "inflight_latency_ms" not in (idle or {})
+
+
 def test_storage_latency_without_operations_is_absent():
     fx = extractor("storage", "latency_ms")
     tags = {"host": "stor01", "kind": "disk", "name": "nvme0n1"}
