@@ -50,6 +50,10 @@ class ModelClass:
 
 EWM_SUFFIX = "_ewm"
 EWM_ALPHA = 1 / 12  # weight of the newest window: about a minute of 5 s windows
+# Spread of the smoothed mean of white noise, as a share of one window's spread: the
+# smoothed horizon's floor is the window floor times this, and its scale is never taken
+# below the window scale times this (see models.train).
+EWM_NOISE = (EWM_ALPHA / (2 - EWM_ALPHA)) ** 0.5
 
 
 def _f(name, symptom, family, floor, opens=True) -> ModelFeature:

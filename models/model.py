@@ -58,8 +58,10 @@ class ClassModel:
     @classmethod
     def fit(cls, name: str, features: tuple[str, ...], floors: list[float], keys: list[str],
             values: np.ndarray, *, seed: int, z_min: float, margin: float = 0.02,
-            max_rows: int = 20_000, trees: int = 100) -> ClassModel:
-        """values: (windows, features) window means, keys: the entity of each row."""
+            max_rows: int = 20_000, trees: int = 100, smooth: list | None = None) -> ClassModel:
+        """values: (windows, features) window means, keys: the entity of each row.
+        smooth: (column, its window column, k): the column's scale (beyond its floor) is
+        at least k times the window column's (a smoothed mean of white noise)."""
         floors_a = np.asarray(floors, dtype=float)
         order = sorted(set(keys))
         index = {k: i for i, k in enumerate(order)}
@@ -73,6 +75,8 @@ class ClassModel:
                 mad = np.nanmedian(np.abs(x - m), axis=0) if len(x) else np.full(len(features), np.nan)
             med[i] = np.where(np.isnan(m), 0.0, m)
             scale[i] = MAD_K * np.where(np.isnan(mad), 0.0, mad) + floors_a
+        for j, i, k in smooth or ():  # a smoothed mean is never calmer than white noise allows
+            scale[:, j] = np.maximum(scale[:, j] - floors_a[j], k * (scale[:, i] - floors_a[i])) + floors_a[j]
         pooled_med = np.median(med, axis=0) if len(order) else np.zeros(len(features))
         pooled_scale = np.median(scale, axis=0) if len(order) else floors_a.copy()
         model = cls(name, tuple(features), floors_a, index, med, scale, pooled_med, pooled_scale,

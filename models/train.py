@@ -19,7 +19,7 @@ from engine.order import Reorderer
 from engine.replay import check_files, open_lines
 from engine.topology import Topology
 from engine.types import rfc3339
-from models.catalogue import CLASSES
+from models.catalogue import CLASSES, EWM_NOISE
 from models.model import ClassModel
 from models.store import ModelSet
 from models.windows import Smoother, WindowCutter, vector
@@ -124,9 +124,15 @@ def train(files: list[Path], *, topologies: list[Topology] | None = None, window
         c = CLASSES[name]
         keys = [k for k, _ in items]
         values = np.asarray([v for _, v in items], dtype=float)
-        floors = [f.floor for f in c.features] * 2  # both horizons
+        # The smoothed horizon's floor shrinks with its noise (EWM_NOISE), and its scale is
+        # never below what white noise of the window's scale would give it: 600 s of
+        # training hold only a few independent stretches of a minute-long mean, so its
+        # own MAD alone can come out far too small (or, with the window floor, too large).
+        base = [f.floor for f in c.features]
+        floors = base + [x * EWM_NOISE for x in base]
+        smooth = [(len(base) + i, i, EWM_NOISE) for i in range(len(base))]
         classes[name] = ClassModel.fit(name, c.model_features, floors, keys, values,
-                                       seed=seed, z_min=z_min)
+                                       seed=seed, z_min=z_min, smooth=smooth)
     firsts = [d.first for d in streams if d.first is not None]
     lasts = [d.last for d in streams if d.last is not None]
     training = {

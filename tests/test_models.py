@@ -58,6 +58,23 @@ def _fit(values, keys=None, seed=0):
                           seed=seed, z_min=6.0)
 
 
+def test_a_smoothed_scale_is_never_below_what_white_noise_gives_it():
+    """The smoothed column's own MAD (here 0: constant in training) is raised to k times the
+    window column's scale; a larger one of its own is kept."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(1.0, 0.1, 400)
+    flat = np.column_stack([x, np.full(400, 1.0), x, np.full(400, 1.0)])
+    model = ClassModel.fit("storage", ("a", "a_ewm", "b", "b_ewm"), [0.01, 0.002, 0.01, 0.002], ["s"] * 400,
+                           flat, seed=0, z_min=6.0, smooth=[(1, 0, 0.25)])
+    window = model.scale[0, 0] - 0.01
+    assert model.scale[0, 1] == pytest.approx(0.25 * window + 0.002)
+    assert model.scale[0, 3] == pytest.approx(0.002)  # not named in `smooth`: its own MAD (0) + floor
+    wide = np.column_stack([x, rng.normal(1.0, 0.2, 400), x, x])
+    model = ClassModel.fit("storage", ("a", "a_ewm", "b", "b_ewm"), [0.01, 0.002, 0.01, 0.002], ["s"] * 400,
+                           wide, seed=0, z_min=6.0, smooth=[(1, 0, 0.25)])
+    assert model.scale[0, 1] > 0.25 * (model.scale[0, 0] - 0.01) + 0.002 + 0.1
+
+
 def test_a_rise_far_above_an_entitys_normal_is_anomalous_and_a_fall_is_not():
     rng = np.random.default_rng(1)
     normal = np.column_stack([rng.normal(1.0, 0.05, 400), rng.normal(1.2, 0.05, 400), rng.normal(4, 0.5, 400)])
