@@ -88,8 +88,11 @@ CLASSES: dict[str, ModelClass] = {
         ModelClass("storage", "storage", "storage", "{host}", (
             _f("read_latency_ms", "storage_latency", "storage", 0.01),
             _f("write_latency_ms", "storage_latency", "storage", 0.01),
-            # Not iops_in_progress: in-flight I/O is rate x latency (Little's law), so it
-            # rises with any burst of load (a checkpoint) without the storage being slow.
+            # Not iops_in_progress itself: in-flight I/O is rate x latency (Little's law), so
+            # it rises with any burst of load (a checkpoint) without the storage being slow.
+            # Divided by the I/O rate it is the latency again, measured another way (the
+            # time an I/O spends in flight), with its own noise: a second look at one cause.
+            _f("inflight_latency_ms", "storage_latency", "storage", 0.01),
         )),
     )
 }
