@@ -37,12 +37,16 @@ SPEC = dict(spines=4, leaves=16, hosts_per_leaf=16, storage_hosts=4)
 def train_models(cache: Path) -> Path:
     """Models for the benchmark's fabric, trained once on 300 s of its clean telemetry."""
     import sim
-    from models.store import save
+    from models.store import load, save
     from models.train import train
 
     out = cache / "bench-models"
     if (out / "metadata.json").exists():
-        return out
+        try:
+            load(out)
+            return out
+        except ValueError as exc:  # trained by an older version (feature list, format): train again
+            print(f"cached models refused ({exc}); training again", file=sys.stderr)
     print(f"training models for the benchmark fabric into {out} (once) ...", file=sys.stderr)
     clean = cache / "bench-clean"
     sim.simulate(out=clean, scenario="clean", seed=5, fabric=sim.FabricSpec(**SPEC), duration=300)
