@@ -45,12 +45,28 @@ class StageEvent:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "StageEvent":
-        doc = orjson.loads(data)
-        return cls(
-            kind=doc["kind"], tick=float(doc["tick"]), source=doc.get("source", ""),
-            symptom=symptom_from_wire(doc["symptom"]) if "symptom" in doc else None,
-            job=job_from_dict(doc["job"]) if "job" in doc else None,
-        )
+        return _from_doc(orjson.loads(data))
+
+
+def encode_batch(events: list[StageEvent]) -> bytes:
+    """Several events as one message (a JSON array): stage 1 sends what one input message
+    produced together, usually a few seconds' ticks and their symptoms."""
+    return b"[" + b",".join(e.to_bytes() for e in events) + b"]"
+
+
+def decode_batch(data: bytes) -> list[StageEvent]:
+    """The events of one message: a JSON array of events, or a single event."""
+    if data[:1] == b"[":
+        return [_from_doc(d) for d in orjson.loads(data)]
+    return [StageEvent.from_bytes(data)]
+
+
+def _from_doc(doc: dict) -> StageEvent:
+    return StageEvent(
+        kind=doc["kind"], tick=float(doc["tick"]), source=doc.get("source", ""),
+        symptom=symptom_from_wire(doc["symptom"]) if "symptom" in doc else None,
+        job=job_from_dict(doc["job"]) if "job" in doc else None,
+    )
 
 
 def symptom_to_wire(s: Symptom) -> dict:

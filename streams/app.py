@@ -25,7 +25,7 @@ import orjson
 from faust.types import TP
 
 from api.store.sink import StoreSink
-from engine.events import TICK, StageEvent
+from engine.events import TICK, StageEvent, decode_batch, encode_batch
 from engine.jobs import JobBook, load_jobs
 from engine.normalize import parse_line
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, job_event
@@ -296,8 +296,9 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
                     reasons = Counter(r.reason for r in rejects)
                     await dead_letter(event, ",".join(sorted(reasons)), rejects[0].detail, f"{source}@{msg.offset}",
                                       rejected=sum(reasons.values()))
-                for e in stage.events():
-                    await symptoms.send(key=b"stage", value=e.to_bytes())
+                events = stage.events()
+                if events:  # one message for what this input produced (a few seconds' ticks)
+                    await symptoms.send(key=b"stage", value=encode_batch(events))
             held(key, event)
             if checkpoints.due(key):
                 await checkpoints.save(key)
@@ -340,11 +341,13 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
             stage = await correlation()
             if checkpoints.seen(correlate_key, event):
                 continue
-            e = StageEvent.from_bytes(event.value)
-            if e.kind == TICK:
-                sources[0].tick(e.source)
+            events = decode_batch(event.value)
+            for e in events:
+                if e.kind == TICK:
+                    sources[0].tick(e.source)
             async with emitting:
-                stage.add(e)
+                for e in events:
+                    stage.add(e)
                 await apply(stage)
             checkpoints.hold(correlate_key, event)
             if checkpoints.due(correlate_key):

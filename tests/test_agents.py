@@ -28,7 +28,7 @@ from sqlmodel import Session
 
 from api.store.db import make_engine
 from api.store.repository import list_incidents
-from engine.events import JOB, SYMPTOM, TICK, StageEvent
+from engine.events import JOB, SYMPTOM, TICK, StageEvent, decode_batch, encode_batch
 from engine.jobs import JobBook, load_jobs
 from engine.pipeline import CorrelateStage, DetectStage
 from engine.topology import load_topology
@@ -157,8 +157,9 @@ def test_detect_turns_scenario_telemetry_into_stage_events(settings, sent, telem
     assert sent_to(sent, settings.dlq_topic) == []
     out = sent_to(sent, settings.symptoms_topic)
     assert {m.key for m in out} == {b"stage"}
-    events = [StageEvent.from_bytes(m.value) for m in out]
+    events = [e for m in out for e in decode_batch(m.value)]
     assert {e.source for e in events} == {SOURCE}
+    assert len(out) < len(events)  # what one message produced goes out as one message
 
     ticks = [e.tick for e in events if e.kind == TICK]
     assert len(ticks) > 10
@@ -192,7 +193,7 @@ def test_detect_scores_with_the_workers_anomaly_models(settings, sent, telemetry
 
     run_agent(settings, "detect", messages)
 
-    events = [StageEvent.from_bytes(m.value) for m in sent_to(sent, settings.symptoms_topic)]
+    events = [e for m in sent_to(sent, settings.symptoms_topic) for e in decode_batch(m.value)]
     assert any(e.kind == SYMPTOM and e.symptom.rule.startswith("model:") for e in events)
     assert events == detect_stage_events(settings, [v for _, v in messages], models=load(tmp_path / "models"))
 
@@ -237,6 +238,20 @@ def test_correlate_stores_and_publishes_incident_changes(settings, sent, telemet
     assert stored[0]["status"] == incident["status"]
     assert [(r["cause"], r["entity"]["id"]) for r in stored[0]["root_causes"]] == \
         [(r["cause"], r["entity"]["id"]) for r in incident["root_causes"]]
+
+
+def test_correlate_takes_batches_as_the_detect_agent_sends_them(settings, sent, telemetry):
+    """Events in batches of a few (as detect sends one message per input message) reach
+    the same final incidents as one event per message."""
+    events = detect_stage_events(settings, telemetry)
+    singles = run_agent(settings, "correlate", [(b"stage", e.to_bytes()) for e in events])
+    one = {d["id"]: d for d in (orjson.loads(m.value) for m in sent_to(sent, settings.incidents_topic))}
+    sent.reset_mock()
+    batches = [(b"stage", encode_batch(events[i:i + 3])) for i in range(0, len(events), 3)]
+    run_agent(settings, "correlate", batches)
+    got = {d["id"]: d for d in (orjson.loads(m.value) for m in sent_to(sent, settings.incidents_topic))}
+    assert one and got == one
+    assert singles.fabric_sink.written >= 1
 
 
 # --------------------------------------------------------------------------- jobs

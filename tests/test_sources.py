@@ -203,3 +203,20 @@ def test_a_partition_never_heard_from_is_idle_even_when_the_telemetry_ends():
     src.tick("a")  # a short replay: done in 2 s, then nothing
     clock.now = 31.0
     assert src.idle() == {"b"}
+
+
+def test_a_batch_of_events_round_trips_as_single_events_do(material):
+    from engine.events import decode_batch, encode_batch
+
+    files, topology, _, parts = material
+    roles = {d: topology.role(d) for d in topology.devices()}
+    stage = DetectStage(rules=load_rules(None), roles=roles, source=SOURCES[0])
+    events = []
+    for line in parts[SOURCES[0]]:
+        stage.feed(line)
+        events += stage.events()
+    assert any(e.symptom is not None for e in events) and any(e.kind == TICK for e in events)
+    singles = [StageEvent.from_bytes(e.to_bytes()) for e in events]
+    assert decode_batch(encode_batch(events)) == singles
+    assert decode_batch(events[0].to_bytes()) == singles[:1]  # a single event is a batch of one
+    assert decode_batch(encode_batch([])) == []
