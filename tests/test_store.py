@@ -332,6 +332,28 @@ def test_topology_snapshot_is_replaced(session):
     assert repo.load_topology(session) == {"nodes": ["leaf01", "spine01"], "links": [["a", "b"]]}
 
 
+def test_topology_saved_by_two_processes_at_once(engine, session):
+    """Two workers starting together both save the topology: the other one inserts the
+    row between this one's read and its insert (a worker crashed on it at start)."""
+    from sqlalchemy import event
+
+    from api.store.tables import TopologyRow
+
+    fired = []
+
+    @event.listens_for(session, "before_flush")
+    def other_process(sess, ctx, instances):
+        if not fired:
+            fired.append(1)
+            with Session(engine) as other:
+                other.add(TopologyRow(id=1, document={"nodes": ["other"]}))
+                other.commit()
+
+    repo.save_topology(session, document={"nodes": ["mine"]})
+    assert fired
+    assert repo.load_topology(session) == {"nodes": ["mine"]}
+
+
 # ---------------------------------------------------------------- URLs and engines
 
 

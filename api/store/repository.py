@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, delete, func, insert, or_
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
 from api.store.db import StoreError
@@ -65,8 +66,15 @@ def save_topology(session: Session, *, document: dict) -> None:
     problem = _json_problem(document)
     if problem is not None:
         raise StoreError(f"topology document: {problem}")
-    session.merge(TopologyRow(id=1, document=document))
-    session.commit()
+    try:
+        session.merge(TopologyRow(id=1, document=document))
+        session.commit()
+    except IntegrityError:
+        # Another process (a second worker starting beside this one, the API) inserted the
+        # row between merge's read and its insert: it exists now, so this merge updates it.
+        session.rollback()
+        session.merge(TopologyRow(id=1, document=document))
+        session.commit()
 
 
 # ---------------------------------------------------------------------------- reading
