@@ -114,32 +114,20 @@ _decode_batch = msgspec.json.Decoder(_Batch).decode  # Telegraf's batch format, 
 def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
     """One line of a recorded file (or one Kafka message value)."""
     try:
-        rec = _decode_record(line)
+        records = (_decode_record(line),)
     except Exception:  # any refusal (also a str msgspec cannot encode): a batch, or the general path
         try:
             records = _decode_batch(line).metrics
         except Exception:
             return _parse_line(line)
-        metrics = _typed(records)
-        return (metrics, []) if metrics is not None else _parse_line(line)
-    name = rec.name
-    tags = rec.tags
-    fields = rec.fields
-    # The same memo and checks as parse_metric; a record failing one takes the general
-    # path, which names the reason.
-    series = _series.get((name, *tags, *tags.values()))
-    if name and fields and (series is not None or tags.get("host") or name == JOB_PLACEMENT):
-        ts = _event_time(rec.timestamp)
-        if ts.__class__ is float:
-            if series is None:
-                series = _series_key(name, tags)
-            return [Metric(name, tags, fields, ts, series)], []
-    return _parse_line(line)
+    metrics = _typed(records)
+    return (metrics, []) if metrics is not None else _parse_line(line)
 
 
-def _typed(records: list[_Record]) -> list[Metric] | None:
-    """The metrics of a typed batch, or None when one of them fails a check (the general
-    path then parses the whole batch again and names each reject)."""
+def _typed(records: list[_Record] | tuple[_Record, ...]) -> list[Metric] | None:
+    """The metrics of typed records, or None when one of them fails a check of
+    parse_metric (the general path then parses the line again and names each reject).
+    The same series memo as parse_metric: a series seen before has valid tags."""
     out = []
     append = out.append
     known = _series.get
