@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.jobs import JobBook, load_jobs
+from engine.jobs import JobBook
 from engine.pipeline import EngineConfig, Pipeline, Stats
 from engine.replay import replay
 from engine.topology import Topology, load_topology
@@ -49,11 +49,8 @@ def scenario_models(models_dir: Path, truth: dict):
 def build_pipeline(*, topology: Topology, jobs_file: Path | None, rule_files: list[Path] | None,
                    config: EngineConfig = EngineConfig(), models=None) -> Pipeline:
     """models: a loaded models.store.ModelSet, or None for rules alone."""
-    book = JobBook()
-    if jobs_file:
-        for _, job in load_jobs(jobs_file):
-            book.update(job)
-    return Pipeline(rules=load_rules(rule_files), topology=topology, jobs=book, config=config, models=models)
+    return Pipeline(rules=load_rules(rule_files), topology=topology, jobs=JobBook.from_file(jobs_file),
+                    config=config, models=models)
 
 
 def scenario_files(folder: Path) -> dict[str, Path]:
@@ -99,9 +96,7 @@ def baseline_scenario(folder: Path, methods: list[str]) -> tuple[dict, dict[str,
     files = scenario_files(folder)
     truth = json.loads(files["truth"].read_text())
     topology = load_topology(files["topology"])
-    book = JobBook()
-    for _, job in load_jobs(files["jobs"]):
-        book.update(job)
+    book = JobBook.from_file(files["jobs"])
     times = [f["start"] for f in truth.get("faults", [])]
     frames, records = collect([files["telemetry"]], times)
     out = {

@@ -354,6 +354,15 @@ class JobBook:
         self._seen: dict[str, float] = {}  # event time of the snapshot held, when known
         self._by_host: dict[str, set[str]] = {}
 
+    @classmethod
+    def from_file(cls, path: str | Path | None) -> JobBook:
+        """The jobs of a job file (`load_jobs`), each as its latest snapshot; empty for None."""
+        book = cls()
+        if path:
+            for _, job in load_jobs(path):
+                book.update(job)
+        return book
+
     def update(self, job: Job, *, ts: float | None = None) -> None:
         """Hold `job` as the latest snapshot of its id (taken at event time `ts`)."""
         held_at = self._seen.get(job.job_id)

@@ -26,7 +26,7 @@ from faust.types import TP
 
 from api.store.sink import StoreSink
 from engine.events import TICK, StageEvent, decode_batch, encode_batch
-from engine.jobs import JobBook, load_jobs
+from engine.jobs import JobBook
 from engine.normalize import parse_line
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, job_event
 from engine.topology import load_topology
@@ -242,12 +242,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     expected: list[frozenset[str]] = []  # every telemetry partition, asked once
 
     def new_correlate() -> CorrelateStage:
-        book = JobBook()
-        if settings.jobs_file:
-            for _, job in load_jobs(settings.jobs_file):
-                book.update(job)
-        return CorrelateStage(topology=topology, rules=rules, jobs=book, config=config,
-                              sources=expected[0])
+        return CorrelateStage(topology=topology, rules=rules, jobs=JobBook.from_file(settings.jobs_file),
+                              config=config, sources=expected[0])
 
     app = new_app(settings)
     raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")

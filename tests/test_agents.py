@@ -29,7 +29,7 @@ from sqlmodel import Session
 from api.store.db import make_engine
 from api.store.repository import list_incidents
 from engine.events import JOB, SYMPTOM, TICK, StageEvent, decode_batch, encode_batch
-from engine.jobs import JobBook, load_jobs
+from engine.jobs import JobBook
 from engine.pipeline import CorrelateStage, DetectStage
 from engine.topology import load_topology
 from rules.loader import load_rules
@@ -213,10 +213,8 @@ def test_correlate_stores_and_publishes_incident_changes(settings, sent, telemet
     assert [m.key for m in published] == [d["id"].encode() for d in docs]
 
     # One message per change of the core's stage 2, fed the same events one at a time.
-    book = JobBook()
-    for _, job in load_jobs(settings.jobs_file):
-        book.update(job)
-    stage = CorrelateStage(topology=load_topology(settings.topology), rules=load_rules(None), jobs=book)
+    stage = CorrelateStage(topology=load_topology(settings.topology), rules=load_rules(None),
+                           jobs=JobBook.from_file(settings.jobs_file))
     changes: list[dict] = []
     for e in events:
         stage.add(e)

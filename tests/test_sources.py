@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from cli.run import build_pipeline, scenario_files
 from engine.events import TICK, StageEvent
+from engine.jobs import JobBook
 from engine.pipeline import CorrelateStage, DetectStage
 from engine.replay import open_lines
 from engine.topology import load_topology
@@ -38,8 +39,8 @@ def material(scenario_dir):
 
 
 def _correlate(files, topology, sources=SOURCES) -> CorrelateStage:
-    stage = build_pipeline(topology=topology, jobs_file=files["jobs"], rule_files=None).correlate
-    return CorrelateStage(topology=topology, rules=load_rules(None), jobs=stage.correlator.jobs, sources=sources)
+    return CorrelateStage(topology=topology, rules=load_rules(None), jobs=JobBook.from_file(files["jobs"]),
+                          sources=sources)
 
 
 def _final(changes: list[dict]) -> dict[str, dict]:
