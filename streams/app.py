@@ -256,7 +256,9 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     partitions = read_partitions or (lambda: partition_counts(bootstrap=settings.bootstrap,
                                                               topics=list(settings.telemetry_topics)))
     checkpoints = Checkpoints(app, settings, app.topic(settings.state_topic, partitions=1, **raw), reader)
-    counters = {"dead_lettered": 0, "incident_changes": 0}
+    # counts, and the wall times of the first and latest telemetry message (/metrics)
+    counters: dict[str, float | None] = {"dead_lettered": 0, "incident_changes": 0, "first_read_at": None,
+                                         "last_read_at": None}
     offsets: dict[tuple[str, int], int] = {}
     correlate_key = f"correlate:{settings.symptoms_topic}"
 
@@ -271,7 +273,10 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     @app.agent(telemetry, concurrency=1)
     async def detect(stream):
         stages, held = checkpoints.stages, checkpoints.hold
+        wall = time.time
         async for event in stream.noack().events():
+            if counters["first_read_at"] is None:
+                counters["first_read_at"] = wall()
             msg = event.message
             tp = (msg.topic, msg.partition)
             named = names.get(tp)
@@ -296,6 +301,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
                 if events:  # one message for what this input produced (a few seconds' ticks)
                     await symptoms.send(key=b"stage", value=encode_batch(events))
             held(key, event)
+            counters["last_read_at"] = wall()
             if checkpoints.due(key):
                 await checkpoints.save(key)
 
@@ -403,7 +409,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
 def _metrics(app, checkpoints: Checkpoints, offsets, counters, correlate_key: str,
              sources: Sources | None = None) -> WorkerMetrics:
     m = WorkerMetrics(dead_lettered=counters["dead_lettered"], incident_changes=counters["incident_changes"],
-                      stages_restored=checkpoints.restored)
+                      stages_restored=checkpoints.restored, first_read_at=counters["first_read_at"],
+                      last_read_at=counters["last_read_at"])
     rejects: Counter = Counter()
     clocks = []
     for key, stage in checkpoints.stages.items():

@@ -24,13 +24,23 @@ class WorkerMetrics:
     applied_event_time: float | None = None  # event time stage 2 has correlated up to
     idle_sources: int = 0  # telemetry partitions correlation no longer waits for (silent too long)
     late_events: int = 0  # events that came after correlation passed their tick, applied on arrival
+    first_read_at: float | None = None  # Unix time stage 1 took its first telemetry message
+    last_read_at: float | None = None  # Unix time stage 1 finished its latest telemetry message
+
+
+def _value(value: float) -> str:
+    """Exact: integers in full (`:g` would write 1234567 as 1.23457e+06) and floats as
+    Python's shortest round-trip form (a Unix time keeps its fraction)."""
+    if isinstance(value, int) or value.is_integer():
+        return str(int(value))
+    return repr(float(value))
 
 
 def _line(name: str, value: float, labels: dict[str, str] | None = None) -> str:
     if labels:
         inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        return f"{name}{{{inner}}} {value:g}"
-    return f"{name} {value:g}"
+        return f"{name}{{{inner}}} {_value(value)}"
+    return f"{name} {_value(value)}"
 
 
 def render(m: WorkerMetrics) -> str:
@@ -68,4 +78,9 @@ def render(m: WorkerMetrics) -> str:
         delay = 0.0
     metric("fabric_rca_processing_delay_seconds", "gauge",
            "Event time between the newest record read and what correlation has applied.", [(delay, None)])
+    metric("fabric_rca_first_read_timestamp_seconds", "gauge",
+           "Unix time this worker took its first telemetry message (0: none yet).", [(m.first_read_at or 0, None)])
+    metric("fabric_rca_last_read_timestamp_seconds", "gauge",
+           "Unix time this worker finished its latest telemetry message (0: none yet); "
+           "time() minus this is how long its telemetry has been silent.", [(m.last_read_at or 0, None)])
     return "\n".join(out) + "\n"

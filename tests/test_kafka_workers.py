@@ -161,6 +161,9 @@ def test_workers_give_the_same_incidents_as_replay(fleet, expected):
         time.sleep(1)
     assert samples["fabric_rca_records_total"] == stats.records
     assert samples["fabric_rca_incidents_opened_total"] == len(expected)
+    # when it read telemetry (what the Kafka benchmark times it by): during this test, in order
+    first, last = samples["fabric_rca_first_read_timestamp_seconds"], samples["fabric_rca_last_read_timestamp_seconds"]
+    assert time.time() - 600 < first <= last <= time.time()
 
 
 def test_a_worker_killed_mid_stream_restarts_to_the_same_incidents(fleet, expected):

@@ -25,6 +25,15 @@ def test_render_is_valid_exposition_with_labels():
     assert {name.split("{")[0] for name in s} <= families
 
 
+def test_values_are_exact():
+    """Counters past a million and Unix times keep every digit (`:g` kept six)."""
+    s = _samples(render(WorkerMetrics(records=123_456_789, first_read_at=1764400000.125, last_read_at=1764400012.5)))
+    assert s["fabric_rca_records_total"] == 123_456_789
+    assert s["fabric_rca_first_read_timestamp_seconds"] == 1764400000.125
+    assert s["fabric_rca_last_read_timestamp_seconds"] == 1764400012.5
+    assert _samples(render(WorkerMetrics()))["fabric_rca_last_read_timestamp_seconds"] == 0
+
+
 def test_delay_is_never_negative_and_zero_before_data():
     assert _samples(render(WorkerMetrics()))["fabric_rca_processing_delay_seconds"] == 0
     s = _samples(render(WorkerMetrics(newest_event_time=5.0, applied_event_time=9.0)))
