@@ -25,6 +25,7 @@ MIN_TS = 946_684_800.0
 MAX_TS = 4_102_444_800.0
 
 _isfinite = math.isfinite
+_I64_MIN, _U64_MAX = -(2**63), 2**64 - 1  # the integers orjson keeps as integers
 
 
 def seconds(value: object) -> float:
@@ -84,10 +85,10 @@ _SCALARS = frozenset((int, float, str, bool))
 _STRINGS = frozenset((str,))
 
 
-# The hot path: a typed msgspec decode of the common single-metric record. msgspec checks
-# the types in C while parsing (string tags, scalar fields, a numeric timestamp, no other
-# keys), so a record it accepts needs none of parse_metric's type checks: about 8 % fewer
-# instructions per replayed record than orjson + parse_metric. It accepts a subset of what
+# The hot path: a typed msgspec decode of the common record (alone or in a batch). msgspec
+# checks the types in C while parsing (scalar fields, a numeric timestamp, no other keys;
+# the tags' text is checked as an object of strings the first time it is seen), so a
+# record it accepts needs none of parse_metric's type checks. It accepts a subset of what
 # parse_metric accepts, with the same values: anything else (a batch, a numeric tag, an
 # empty name or host, NaN, invalid JSON, ...) falls back to orjson + parse_metric, which
 # alone decides every reject. Integers are bounded to int64 because orjson turns integers
@@ -98,7 +99,7 @@ _Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: str
-    tags: dict[str, str]
+    tags: msgspec.Raw  # its JSON text: checked and decoded once per distinct text (`_typed`)
     fields: dict[str, _Int64 | float | str | bool]
     timestamp: _Int64 | float
 
@@ -109,6 +110,11 @@ class _Batch(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 _decode_record = msgspec.json.Decoder(_Record).decode
 _decode_batch = msgspec.json.Decoder(_Batch).decode  # Telegraf's batch format, what the publisher sends
+_decode_tags = msgspec.json.Decoder(dict[str, str]).decode
+# (measurement, tags' JSON text) -> (tags, series key) of checked tags. Every record of a
+# series shares one tags dict (read-only from here on): its text is hashed, not rebuilt
+# and hashed as a dict of fresh strings, about a tenth of a worker's parse time.
+_tags_memo: dict[tuple[str, bytes], tuple[dict[str, str], str]] = {}
 
 
 def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
@@ -126,25 +132,53 @@ def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
 
 def _typed(records: list[_Record] | tuple[_Record, ...]) -> list[Metric] | None:
     """The metrics of typed records, or None when one of them fails a check of
-    parse_metric (the general path then parses the line again and names each reject).
-    The same series memo as parse_metric: a series seen before has valid tags."""
+    parse_metric (the general path then parses the line again and names each reject)."""
     out = []
     append = out.append
-    known = _series.get
+    known = _tags_memo.get
     for rec in records:
         name = rec.name
-        tags = rec.tags
         fields = rec.fields
-        series = known((name, *tags, *tags.values()))
-        if not (name and fields and (series is not None or tags.get("host") or name == JOB_PLACEMENT)):
+        key = (name, bytes(rec.tags))
+        seen = known(key)
+        if seen is None:
+            seen = _check_tags(key)
+            if seen is None:
+                return None
+        if not fields:
             return None
-        ts = _event_time(rec.timestamp)
+        ts = rec.timestamp  # _event_time's integer cases inline: the call was a tenth of this loop
+        if ts.__class__ is int:
+            if _NS_FIRST <= ts <= _NS_LAST:
+                ts = ts / 1e9
+            elif _MS_FIRST <= ts <= _MS_LAST:
+                ts = ts / 1e3
+            elif _S_FIRST <= ts <= _S_LAST:
+                ts = float(ts)
+            else:
+                ts = _event_time(ts)
+        else:
+            ts = _event_time(ts)
         if ts.__class__ is not float:
             return None
-        if series is None:
-            series = _series_key(name, tags)
-        append(Metric(name, tags, fields, ts, series))
+        append(Metric(name, seen[0], fields, ts, seen[1]))
     return out
+
+
+def _check_tags(key: tuple[str, bytes]) -> tuple[dict[str, str], str] | None:
+    """(tags, series key) of a measurement's tags text not seen before, remembered; None
+    when parse_metric would refuse them (not an object of strings, no host)."""
+    name, text = key
+    try:
+        tags = _decode_tags(text)
+    except msgspec.DecodeError:
+        return None
+    if not (name and (tags.get("host") or name == JOB_PLACEMENT)):
+        return None
+    if len(_tags_memo) >= _SERIES_MEMO:
+        _tags_memo.clear()
+    seen = _tags_memo[key] = (tags, _series_key(name, tags))
+    return seen
 
 
 def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
@@ -196,8 +230,8 @@ def parse_document(doc: object, raw: bytes | str = "", *, check_floats: bool = T
 def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[str, str]:
     """A Metric, or (reason, detail) naming exactly what is wrong.
 
-    `check_floats=False` skips the scan for infinite floats when the strict parser has
-    already refused them (the hot path)."""
+    `check_floats=False` skips the scan for infinite floats (and integers beyond a
+    double's range) when the strict parser has already refused them (the hot path)."""
     if not isinstance(doc, dict):
         return "not_an_object", f"expected a JSON object, got {type(doc).__name__}"
     name = doc.get("name")
@@ -235,6 +269,15 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
         for k, v in fields.items():
             if v.__class__ is float and not _isfinite(v):
                 return "non_finite_field", f"field {k!r} is {v}"
+            # The standard parser keeps every digit of an integer; orjson reads one beyond
+            # 64 bits as a double, and refuses one beyond a double's range. The same here,
+            # so that no path hands the engine an integer whose rate cannot be a float
+            # ((x - o) / dt raised OverflowError and stopped the stage).
+            if v.__class__ is int and not _I64_MIN <= v <= _U64_MAX:
+                try:
+                    fields[k] = float(v)
+                except OverflowError:
+                    return "non_finite_field", f"field {k!r} is an integer of {v.bit_length()} bits, beyond a double's range"
     ts = doc.get("timestamp", _MISSING)
     if ts is _MISSING:
         return "missing_timestamp", "'timestamp' is missing"

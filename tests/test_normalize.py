@@ -328,17 +328,22 @@ def _outcome(result) -> str:
     return repr(result)  # repr tells 1 from 1.0 from True, -0.0 from 0.0, and keeps key order
 
 
+def _forget() -> None:
+    normalize._series.clear()
+    normalize._tags_memo.clear()
+
+
 @settings(max_examples=400, deadline=None)
 @given(raw=_records())
 def test_typed_fast_path_gives_what_the_general_path_gives(raw):
     """parse_line's msgspec fast path is only a shortcut: every record, valid or not,
     gives the same metrics (values, types, key order, series) and the same rejects as
-    orjson + parse_metric alone, with the series memo cold or warm."""
-    normalize._series.clear()
+    orjson + parse_metric alone, with the series and tags memos cold or warm."""
+    _forget()
     fast_cold = _outcome(parse_line(raw))
     general_warm = _outcome(normalize._parse_line(raw))
     fast_warm = _outcome(parse_line(raw))
-    normalize._series.clear()
+    _forget()
     general_cold = _outcome(normalize._parse_line(raw))
     assert fast_cold == general_cold == general_warm == fast_warm
 
@@ -367,3 +372,42 @@ def test_fast_path_takes_the_common_record_and_keeps_types():
     # orjson reads integers beyond 64 bits as floats; the fast path leaves them to it
     (m,), _ = parse_line(raw.replace("9223372036854775807", "99999999999999999999"))
     assert m.fields["e"] == 1e20 and type(m.fields["e"]) is float
+
+
+def test_records_of_a_series_share_one_tags_dict_and_bad_tags_are_not_remembered():
+    """The fast path decodes a series' tags text once: every record of it gets the same
+    (read-only) dict, however its text is spaced or ordered; tags that fail a check are
+    not remembered, so they fail again."""
+    _forget()
+    rec = '{"name":"switch_port","tags":%s,"fields":{"a":%d},"timestamp":%d}'
+    batch = '{"metrics":[' + ",".join(rec % ('{"host":"leaf01","interface":"swp1"}', i, T0 + i) for i in range(3)) + "]}"
+    metrics, _ = parse_line(batch)
+    assert metrics[0].tags is metrics[1].tags is metrics[2].tags
+    (other,), _ = parse_line(rec % ('{ "interface": "swp1", "host": "leaf01" }', 9, T0 + 9))
+    assert other.tags == metrics[0].tags and other.series == metrics[0].series
+    bad = rec % ('{"host":"","interface":"swp1"}', 1, T0)
+    for _ in range(2):
+        assert [r.reason for r in parse_line(bad)[1]] == ["missing_host"]
+    assert all(tags.get("host") for tags, _ in normalize._tags_memo.values())
+
+
+def test_integers_past_64_bits_read_as_orjson_reads_them_on_every_path():
+    """orjson reads an integer beyond 64 bits as a double and refuses one beyond a double's
+    range. A batch with a NaN member is read by the standard parser, which keeps every
+    digit: it now gives the same values, and a stage fed a 400-digit counter rejects it
+    instead of raising OverflowError on its rate (which stopped the worker's agent)."""
+    from engine.pipeline import DetectStage
+    from rules.loader import load_rules
+
+    rec = '{"name":"storage","tags":{"host":"st01"},"fields":{"reads":%s,"writes":5},"timestamp":%d}'
+    nan_batch = '{"metrics":[' + rec % ("NaN", T0) + "," + rec % (str(10**30), T0 + 1) + "]}"
+    (m,), (r,) = parse_line(nan_batch)
+    assert r.reason == "non_finite_field" and m.fields["reads"] == 1e30 and type(m.fields["reads"]) is float
+    assert parse_line(rec % (str(10**30), T0))[0][0].fields["reads"] == 1e30  # orjson's reading
+    huge = str(10**400)
+    assert [x.reason for x in parse_line(rec % (huge, T0))[1]] == ["non_finite_field"]
+    stage = DetectStage(rules=load_rules(None), roles={}, source="t")
+    for i in range(12):
+        stage.feed(rec % (str(10**400 + i * 10**395), T0 + i))
+    stage.finish()
+    assert stage.stats.rejects["non_finite_field"] == 12
