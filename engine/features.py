@@ -275,9 +275,9 @@ class SeriesState:
     ts: float
     values: tuple  # the plan's counters' last numeric values, in plan order (or NOT_YET)
     # The series lacks some of the plan's counters (e.g. a NIC's pause counters of the
-    # priorities it does not use): they are read one by one, not all at once, which
-    # would fail on every record.
-    sparse: bool = False
+    # priorities it does not use), so reading them all at once would fail on every
+    # record: this is the compute compiled for the counters it has (`compile_plan`).
+    sparse: Callable | None = None
 
 
 _NUMBERS = frozenset((int, float))
@@ -305,9 +305,12 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     plan, and the conditions of `rules` on its measurement, as straight-line code.
 
     Gauges are read from the fields (else the tags: event records carry some facts as
-    tags). The counters are read at once (one C call; one by one for a sparse series)
-    into locals beside their previous values (`st`, a SeriesState, or None for a plan
-    without counters); a counter that is not an int or a float counts as absent. With a previous value a counter's rate is delta / dt, or a
+    tags). The counters are read at once (one C call) into locals beside their previous
+    values (`st`, a SeriesState, or None for a plan without counters). A series that
+    lacks some of them (a NIC that reports only the priorities it uses) gets code
+    compiled for the ones it has, and checks in one C call that the others are still
+    absent (a few sets of missing counters per plan; past MAX_SHAPES, read one by one).
+    A counter that is not an int or a float counts as absent. With a previous value a counter's rate is delta / dt, or a
     reset is counted when it decreased; a counter equal to its previous value has rate
     0.0 at once (the same object: a small int that did not change, e.g. the PFC counters
     of idle priorities; or an equal int, whose difference is exactly 0). When every
@@ -328,6 +331,37 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     built only when a rule fired (the models read the tuple, the rules the dict).
     Generated once per measurement because this is the hottest code in the engine."""
     always = always or bool(model)  # the models read every record
+    shapes: dict[frozenset[str] | None, Callable] = {}  # counters a sparse series lacks -> its compute
+
+    def sparse(fields, tags, st, dt):
+        """A series without some of the counters (or no longer without them): the compute
+        for the counters it has, compiled once per set of missing ones."""
+        absent = frozenset(c for c in p.counters if c not in fields)
+        if not absent:  # it has them all (again)
+            st.sparse = None
+            return full(fields, tags, st, dt)
+        if absent not in shapes and len(shapes) >= MAX_SHAPES:
+            absent = None  # a plan whose series lack ever other counters: read one by one
+        fn = shapes.get(absent)
+        if fn is None:
+            fn = shapes[absent] = _compile(p, measurement, rules, always, model, absent, sparse)
+        st.sparse = fn
+        return fn(fields, tags, st, dt)
+
+    full = _compile(p, measurement, rules, always, model, frozenset(), sparse)
+    return full
+
+
+MAX_SHAPES = 16  # sets of missing counters compiled per plan (then: read one by one)
+
+
+def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model: tuple[str, ...],
+             absent: frozenset[str] | None, sparse: Callable) -> Callable:
+    """compile_plan's code for one set of `absent` counters: frozenset() for records
+    with all of them (read at once; a KeyError hands the record to `sparse`), a set for
+    a series that lacks those (the others read at once, the absent ones checked absent in
+    one C call: they have no rate and keep their memory), None for a series read counter
+    by counter (absent ones are None)."""
     src = ["def compute(fields, tags, st, dt):", "    resets = 0"]
     local: dict[str, str] = {}
     floats: set[str] = set()  # locals that hold a float or None
@@ -336,24 +370,35 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
         src += [f"    {v} = fields.get({name!r})", f"    if {v} is None:", f"        {v} = tags.get({name!r})"]
     n = len(p.counters)
     xs, os_ = (", ".join(f"{a}{i}" for i in range(n)) + ("," if n == 1 else "") for a in "xo")
+    missing = absent or frozenset()
+    read = [c for c in p.counters if c not in missing] if absent is not None else []
     if n:
-        src += [
-            "    keep = False",  # a counter kept its previous value: the memory is not X
-            "    if st.sparse:",
-            "        X = tuple(map(fields.get, COUNTERS))",
-            "    else:",
-            "        try:",
-            "            X = READ(fields)",
-            "        except KeyError:",
-            "            st.sparse = True",
-            "            X = tuple(map(fields.get, COUNTERS))",
-            f"    {xs} = X",
-            f"    {os_} = st.values",
-        ]
+        src.append("    keep = False")  # a counter kept its previous value: the memory is not X
+        if absent is None:  # one by one
+            src.append("    X = tuple(map(fields.get, COUNTERS))")
+        else:
+            if absent:
+                src += ["    if not ABSENT.isdisjoint(fields):",  # one it lacked has come
+                        "        return SPARSE(fields, tags, st, dt)"]
+            else:
+                src += ["    if st.sparse is not None:", "        return st.sparse(fields, tags, st, dt)"]
+            if read:
+                src += ["    try:", "        X = READ(fields)", "    except KeyError:",  # one it had is gone
+                        "        return SPARSE(fields, tags, st, dt)"]
+        if absent:
+            if read:
+                src.append(", ".join(f"    x{i}" if k == 0 else f"x{i}" for k, i in enumerate(
+                    i for i, c in enumerate(p.counters) if c not in missing)) + ("," if len(read) == 1 else "") + " = X")
+            src.append(f"    {os_} = st.values")
+            src += [f"    R{i} = None" for i, c in enumerate(p.counters) if c in missing]
+        else:
+            src += [f"    {xs} = X", f"    {os_} = st.values"]
     for i, c in enumerate(p.counters):
         r, x, o = f"R{i}", f"x{i}", f"o{i}"
         local[f"{c}_rate"] = r
         floats.add(r)
+        if c in missing:
+            continue  # no rate (R = None above); its memory keeps o
         src += [
             f"    if {x} is {o}:",  # the very number it held before
             f"        {r} = 0.0",
@@ -385,7 +430,11 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
             "        keep = True",
         ]
     if n:  # each x now holds the counter's new memory: its value, or the one kept
-        src.append(f"    st.values = ({xs}) if keep else X")
+        if absent:  # the absent ones keep theirs
+            kept = ", ".join(f"o{i}" if c in missing else f"x{i}" for i, c in enumerate(p.counters))
+            src.append(f"    st.values = ({kept}{',' if n == 1 else ''})")
+        else:
+            src.append(f"    st.values = ({xs}) if keep else X")
     tested = {c.feature for r in rules for c in (*r.all, *r.any)}
     late: list[str] = []  # derived features no condition reads: computed once a rule fired
     for j, d in enumerate(p.derived):
@@ -449,10 +498,10 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     else:
         src.append("    return (feats, fired, resets) if feats else (None, [], resets)")
     namespace = {"NUM": _NUMBERS, "NUMBER": (int, float), "NOT_YET": NOT_YET, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
-                 "READ": itemgetter(*p.counters) if n > 1 else (lambda f: (f[p.counters[0]],)) if n else None,
-                 "COUNTERS": p.counters}
+                 "READ": itemgetter(*read) if len(read) > 1 else (lambda f: (f[read[0]],)) if read else None,
+                 "COUNTERS": p.counters, "ABSENT": missing, "SPARSE": sparse}
     text = "\n".join(src)
-    filename = f"<features of {measurement or 'a plan'}>"
+    filename = f"<features of {measurement or 'a plan'}{'' if absent == frozenset() else ' (sparse)'}>"
     code = _CODE.get((text, filename))
     if code is None:  # each stage of a worker (one per partition) compiles the same plans
         code = _CODE[(text, filename)] = compile(text, filename, "exec")

@@ -6,7 +6,7 @@ Expected values are worked out by hand in the comments next to them.
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.features import DERIVED, FeatureExtractor, known_features, plan
@@ -323,3 +323,39 @@ def test_compiled_plan_for_the_models_hands_them_a_tuple_and_the_rules_the_dict(
     assert fired == want_fired
     assert feats == (expected if want_fired else None)
     assert vec == (tuple(expected.get(n) for n in names) if expected else None)
+
+
+@pytest.mark.parametrize("measurement", ["nic_port", "switch_port", "storage"])
+@settings(max_examples=50, deadline=None)
+@given(data=st.data())
+def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(measurement, data):
+    """Invariant sparse_shapes: a series that lacks some counters (as a NIC reports only
+    the priorities it uses) is read by code compiled for the counters it has; when they
+    come and go, from record to record, every record still gets the features of the plain
+    definition over the counter memory (the latest number of each counter), and resets
+    are counted as they are for a full series."""
+    from rules.loader import load_rules
+
+    rules = load_rules(None)
+    p = plan(measurement, rules.features_needed(measurement))
+    fx = FeatureExtractor({measurement: p})
+    compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)
+    # a few sets of missing counters (the empty set: a full record), visited in any order
+    shapes = data.draw(st.lists(st.frozensets(st.sampled_from(p.counters)), min_size=1, max_size=3))
+    tags = {"host": "leaf01", "interface": "swp1"}
+    memory: dict = {}
+    resets = 0
+    for step in range(data.draw(st.integers(2, 8))):
+        missing = data.draw(st.sampled_from(shapes + [frozenset()]))
+        fields = {c: data.draw(counter_values) for c in p.counters if c not in missing}
+        fields |= {g: data.draw(gauge_values) for g in p.gauges}
+        fields = {k: v for k, v in fields.items() if v is not None} or {"x": 1}
+        out = fx.run(Metric(measurement, tags, fields, T0 + 2.5 * step, f"{measurement}|s"), compute)
+        assert ((out[0] if out else None) or {}) == _reference(p, fields, tags, memory, 2.5)
+        for c in p.counters:
+            v = fields.get(c)
+            if type(v) in (int, float):
+                if type(memory.get(c)) in (int, float) and v < memory[c]:
+                    resets += 1
+                memory[c] = v
+    assert fx.counter_resets == resets
