@@ -296,7 +296,9 @@ def _condition(c, var: str | None, floats: set[str]) -> str:
     return f"({var}.__class__ in NUM and {var} {c.op} {float(c.value)!r})"
 
 
-_CODE: dict[tuple[str, str], object] = {}  # generated source -> its bytecode (compiled once a process)
+# (plan, measurement, rules, always, model) -> its compute: the functions keep no state (a
+# series' memory is in its SeriesState), so stages and extractors with equal plans share them.
+_PLANS: dict[tuple, Callable] = {}
 
 
 def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), always: bool = True,
@@ -331,6 +333,10 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     built only when a rule fired (the models read the tuple, the rules the dict).
     Generated once per measurement because this is the hottest code in the engine."""
     always = always or bool(model)  # the models read every record
+    key = (p, measurement, tuple(rules), always, tuple(model))
+    known = _PLANS.get(key)
+    if known is not None:  # every stage of a worker (one per partition) runs the same plans
+        return known
     shapes: dict[frozenset[str] | None, Callable] = {}  # counters a sparse series lacks -> its compute
 
     def sparse(fields, tags, st, dt):
@@ -349,6 +355,9 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
         return fn(fields, tags, st, dt)
 
     full = _compile(p, measurement, rules, always, model, frozenset(), sparse)
+    if len(_PLANS) >= 256:  # (tests compile many rule sets; a worker a handful)
+        _PLANS.clear()
+    _PLANS[key] = full
     return full
 
 
@@ -502,10 +511,7 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
                  "COUNTERS": p.counters, "ABSENT": missing, "SPARSE": sparse}
     text = "\n".join(src)
     filename = f"<features of {measurement or 'a plan'}{'' if absent == frozenset() else ' (sparse)'}>"
-    code = _CODE.get((text, filename))
-    if code is None:  # each stage of a worker (one per partition) compiles the same plans
-        code = _CODE[(text, filename)] = compile(text, filename, "exec")
-    exec(code, namespace)
+    exec(compile(text, filename, "exec"), namespace)
     compute = namespace["compute"]
     compute.source = text
     return compute
