@@ -371,7 +371,12 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
     a series that lacks those (the others read at once, the absent ones checked absent in
     one C call: they have no rate and keep their memory), None for a series read counter
     by counter (absent ones are None)."""
-    src = ["def compute(fields, tags, st, dt):", "    resets = 0"]
+    src = ["def compute(fields, tags, st, dt):"]
+    if p.counters and absent == frozenset():  # a sparse series goes to its own code first
+        src += ["    if st.sparse is not None:", "        return st.sparse(fields, tags, st, dt)"]
+    elif absent:  # and leaves it when one of the counters it lacked has come
+        src += ["    if not ABSENT.isdisjoint(fields):", "        return SPARSE(fields, tags, st, dt)"]
+    src.append("    resets = 0")
     local: dict[str, str] = {}
     floats: set[str] = set()  # locals that hold a float or None
     for i, name in enumerate(p.gauges):
@@ -386,11 +391,6 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
         if absent is None:  # one by one
             src.append("    X = tuple(map(fields.get, COUNTERS))")
         else:
-            if absent:
-                src += ["    if not ABSENT.isdisjoint(fields):",  # one it lacked has come
-                        "        return SPARSE(fields, tags, st, dt)"]
-            else:
-                src += ["    if st.sparse is not None:", "        return st.sparse(fields, tags, st, dt)"]
             if read:
                 src += ["    try:", "        X = READ(fields)", "    except KeyError:",  # one it had is gone
                         "        return SPARSE(fields, tags, st, dt)"]
