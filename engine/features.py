@@ -312,8 +312,9 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     lacks some of them (a NIC that reports only the priorities it uses) gets code
     compiled for the ones it has, and checks in one C call that the others are still
     absent (a few sets of missing counters per plan; past MAX_SHAPES, read one by one).
-    A counter that is not an int or a float counts as absent. With a previous value a counter's rate is delta / dt, or a
-    reset is counted when it decreased; a counter equal to its previous value has rate
+    A counter that is not an int or a float counts as absent. With a previous value a
+    counter's rate is delta / dt, or a reset is counted when it decreased; a counter
+    equal to its previous value has rate
     0.0 at once (the same object: a small int that did not change, e.g. the PFC counters
     of idle priorities; or an equal int, whose difference is exactly 0). When every
     counter is a number, the tuple read is the new memory as it is; otherwise the absent
@@ -347,7 +348,7 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
             st.sparse = None
             return full(fields, tags, st, dt)
         if absent not in shapes and len(shapes) >= MAX_SHAPES:
-            absent = None  # a plan whose series lack ever other counters: read one by one
+            absent = None  # past MAX_SHAPES sets, a series reads its counters one by one
         fn = shapes.get(absent)
         if fn is None:
             fn = shapes[absent] = _compile(p, measurement, rules, always, model, absent, sparse)

@@ -325,10 +325,11 @@ def test_compiled_plan_for_the_models_hands_them_a_tuple_and_the_rules_the_dict(
     assert vec == (tuple(expected.get(n) for n in names) if expected else None)
 
 
-@pytest.mark.parametrize("measurement", ["nic_port", "switch_port", "storage"])
+@pytest.mark.parametrize("measurement,max_shapes", [("nic_port", 16), ("switch_port", 16), ("storage", 16),
+                                                    ("nic_port", 0)])  # 0: every sparse series one by one
 @settings(max_examples=50, deadline=None)
 @given(data=st.data())
-def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(measurement, data):
+def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(measurement, max_shapes, data):
     """Invariant sparse_shapes: a series that lacks some counters (as a NIC reports only
     the priorities it uses) is read by code compiled for the counters it has; when they
     come and go, from record to record, every record still gets the features of the plain
@@ -336,10 +337,19 @@ def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(
     are counted as they are for a full series."""
     from rules.loader import load_rules
 
+    from unittest import mock
+
+    from engine import features
+
     rules = load_rules(None)
     p = plan(measurement, rules.features_needed(measurement))
     fx = FeatureExtractor({measurement: p})
-    compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)
+    with mock.patch.object(features, "MAX_SHAPES", max_shapes), mock.patch.object(features, "_PLANS", {}):
+        compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)
+        _come_and_go(p, fx, compute, measurement, data)
+
+
+def _come_and_go(p, fx: FeatureExtractor, compute, measurement: str, data) -> None:
     # a few sets of missing counters (the empty set: a full record), visited in any order
     shapes = data.draw(st.lists(st.frozensets(st.sampled_from(p.counters)), min_size=1, max_size=3))
     tags = {"host": "leaf01", "interface": "swp1"}
