@@ -65,6 +65,7 @@ class Checkpoints:
         self.unacked: dict[str, list] = {}
         self.saved_at: dict[str, float] = {}
         self._cache: dict[str, tuple[int, bytes]] | None = None
+        self._reading: asyncio.Future | None = None  # the read of the state topic under way
         self._delivering: dict[str, asyncio.Future] = {}  # key -> its latest snapshot's delivery
         self.restored = 0
 
@@ -74,7 +75,13 @@ class Checkpoints:
         if held is not None:
             return held
         if self._cache is None:
-            self._cache = await patiently(self._read, "reading the checkpoints")
+            self.prefetch()
+            reading = self._reading
+            cache = await reading
+            if reading is self._reading:  # (not a read from before a rebalance)
+                self._cache = cache
+            else:
+                return await self.stage(key, make)
         stage = make()
         offset, blob = self._cache.pop(key, (-1, b""))
         if blob:
@@ -85,9 +92,17 @@ class Checkpoints:
         self.saved_at[key] = time.monotonic()
         return stage
 
+    def prefetch(self) -> None:
+        """Start reading the state topic, unless read or being read: on assignment, so
+        that the read overlaps the consumer's first fetch instead of holding up the first
+        message of each new partition."""
+        if self._cache is None and self._reading is None:
+            self._reading = asyncio.ensure_future(patiently(self._read, "reading the checkpoints"))
+
     def forget_cache(self) -> None:
         """Partitions moved: snapshots written by other workers must be read again."""
         self._cache = None
+        self._reading = None
 
     def seen(self, key: str, event) -> bool:
         """True when `event` is already inside the stage's state (a re-read after a restart)."""
@@ -369,6 +384,10 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
         for key in list(checkpoints.stages):
             if checkpoints.due(key):
                 await checkpoints.save(key)
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(sender, assigned: set[TP], **kwargs) -> None:
+        checkpoints.prefetch()
 
     @app.on_partitions_revoked.connect
     async def on_revoked(sender, revoked: set[TP], **kwargs) -> None:

@@ -334,3 +334,36 @@ def test_correlate_waits_for_the_partition_counts_instead_of_crashing(settings, 
     run_agent(settings, "correlate", [(b"stage", e.to_bytes()) for e in events], read_partitions=counts)
     assert len(tries) == 2
     assert sent_to(sent, settings.incidents_topic), "the incident came out once the counts were read"
+
+
+def test_checkpoints_are_read_once_from_assignment_and_again_after_a_rebalance():
+    """The state topic is read when partitions are assigned (`prefetch`), so the read
+    overlaps the first fetch; the first message's stage waits for that same read, not a
+    second one. A rebalance during the read (`forget_cache`) discards it: the stage then
+    waits for a read that began after the rebalance, never for snapshots from before it."""
+    from streams.app import Checkpoints
+
+    reads: list[int] = []
+
+    def read() -> dict:
+        reads.append(len(reads))
+        import time
+
+        time.sleep(0.2)
+        return {"detect:t:0": (-1, b"")} if len(reads) > 1 else {}
+
+    async def scenario() -> None:
+        cp = Checkpoints(app=None, settings=None, topic=None, read=read)
+        cp.prefetch()  # on assignment
+        cp.prefetch()  # a second assignment signal while reading: still one read
+        await cp.stage("detect:t:0", lambda: "stage")
+        assert reads == [0]
+        cp.forget_cache()  # a rebalance
+        cp.prefetch()
+        first = asyncio.ensure_future(cp.stage("detect:t:1", lambda: "stage"))
+        await asyncio.sleep(0.05)
+        cp.forget_cache()  # another, while that read is under way
+        assert await first == "stage"
+        assert reads == [0, 1, 2]  # the stage waited for the read begun after the last rebalance
+
+    asyncio.run(scenario())
