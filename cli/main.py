@@ -72,11 +72,14 @@ def _replay_to_kafka(args) -> int:
             sys.stderr.write(f"\r{st.records:,} records sent  {st.rate:,.0f} rec/s   ")
             sys.stderr.flush()
 
+    from streams import security
     from streams.topics import DEFAULT_PARTITIONS, ensure_topics
+    kafka = security.from_args(args)
     # Create the topics as the workers expect them (auto-creation would make 1 partition).
-    ensure_topics(bootstrap=args.to_kafka, topics={args.topic: DEFAULT_PARTITIONS, args.jobs_topic: DEFAULT_PARTITIONS})
+    ensure_topics(bootstrap=args.to_kafka, topics={args.topic: DEFAULT_PARTITIONS, args.jobs_topic: DEFAULT_PARTITIONS},
+                  security=kafka)
     stats = publish_files(args.files, bootstrap=args.to_kafka, topic=args.topic, jobs_file=args.jobs,
-                          jobs_topic=args.jobs_topic, speed=args.speed, progress=progress)
+                          jobs_topic=args.jobs_topic, speed=args.speed, progress=progress, security=kafka)
     if show:
         sys.stderr.write("\n")
     print(f"sent {stats.records:,} records and {stats.jobs} job snapshots to {args.to_kafka} "
@@ -119,6 +122,7 @@ def cmd_worker(args) -> int:
 
 def worker_settings(args):
     """The worker's settings from its flags, falling back to FABRIC_RCA_* variables."""
+    from streams import security
     from streams.settings import WorkerSettings
     from streams.topics import parse_bootstrap
 
@@ -138,6 +142,7 @@ def worker_settings(args):
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir), models_dir=Path(models) if models else None,
         learn_rate=args.learn_rate if models else 0.0, idle_partition_s=args.idle_partition_s,
+        kafka_security=security.from_args(args, env),
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
     topics = args.telemetry_topic or [t.strip() for t in env.get("FABRIC_RCA_TELEMETRY_TOPICS", "").split(",") if t.strip()]
@@ -147,11 +152,12 @@ def worker_settings(args):
 
 
 def cmd_topics(args) -> int:
+    from streams import security
     from streams.topics import ensure_topics, parse_bootstrap, pipeline_topics
 
     bootstrap = parse_bootstrap(args.bootstrap or os.environ.get("FABRIC_RCA_BOOTSTRAP", ""))
     wanted = pipeline_topics(args.prefix, args.partitions)
-    created = ensure_topics(bootstrap=bootstrap, topics=wanted)
+    created = ensure_topics(bootstrap=bootstrap, topics=wanted, security=security.from_args(args))
     for name in wanted:
         print(f"{name}: {'created' if name in created else 'exists'}")
     return 0
@@ -458,6 +464,11 @@ def _positive(text: str) -> float:
     return value
 
 
+def kafka_security_arguments(p: argparse.ArgumentParser) -> None:
+    from streams.security import add_arguments
+    add_arguments(p)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fabric-rca", description="Root-cause diagnosis for AI-cluster RoCE fabrics.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -485,6 +496,7 @@ def parser() -> argparse.ArgumentParser:
                         "this fraction of a scale per window (e.g. 0.01; default 0: as trained)")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    kafka_security_arguments(r)
     r.set_defaults(fn=cmd_replay)
 
     i = sub.add_parser("incidents", help="list stored incidents")
@@ -556,6 +568,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
     w.add_argument("--loglevel", default="WARNING", help="WARNING (default: quiet), INFO or DEBUG")
     w.add_argument("--log-format", choices=("json", "text"), default="json", help="structured JSON lines (default)")
+    kafka_security_arguments(w)
     w.set_defaults(fn=cmd_worker)
 
     tr = sub.add_parser("train", help="learn anomaly models from recorded (mostly clean) telemetry")
@@ -577,6 +590,7 @@ def parser() -> argparse.ArgumentParser:
     tc.add_argument("--bootstrap", metavar="HOST:PORT")
     tc.add_argument("--partitions", type=int, default=4)
     tc.add_argument("--prefix", default="")
+    kafka_security_arguments(tc)
     tc.set_defaults(fn=cmd_topics)
 
     d = sub.add_parser("demo", help="generate a small faulty fabric, replay it, serve the API")

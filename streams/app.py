@@ -193,6 +193,7 @@ def new_app(settings: WorkerSettings) -> faust.App:
         # A killed worker's partitions move to the others after this long, not a minute.
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
+        **settings.kafka_security.faust(),
     )
     app.transport = Transport(app.conf.broker_consumer, app)  # see streams.transport
     return app
@@ -267,8 +268,9 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     symptoms = app.topic(settings.symptoms_topic, partitions=1, **raw)
     incidents = app.topic(settings.incidents_topic, **raw)
     dlq = app.topic(settings.dlq_topic, **raw)
-    reader = read_snapshots or (lambda: state.read_latest(bootstrap=settings.bootstrap, topic=settings.state_topic))
-    partitions = read_partitions or (lambda: partition_counts(bootstrap=settings.bootstrap,
+    reader = read_snapshots or (lambda: state.read_latest(bootstrap=settings.bootstrap, topic=settings.state_topic,
+                                                          security=settings.kafka_security))
+    partitions = read_partitions or (lambda: partition_counts(bootstrap=settings.bootstrap, security=settings.kafka_security,
                                                               topics=list(settings.telemetry_topics)))
     checkpoints = Checkpoints(app, settings, app.topic(settings.state_topic, partitions=1, **raw), reader)
     # counts, and the wall times of the first and latest telemetry message (/metrics)
@@ -468,7 +470,7 @@ def run_worker(settings: WorkerSettings) -> None:
     from streams.logs import logging_config
     from streams.topics import ensure_topics
 
-    ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics())
+    ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics(), security=settings.kafka_security)
     app = build_app(settings, config=EngineConfig(learn_rate=settings.learn_rate))
     worker = Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False,
                     logging_config=logging_config(level=settings.loglevel, fmt=settings.log_format))

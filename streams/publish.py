@@ -24,6 +24,7 @@ from engine.jobs import load_jobs
 from engine.normalize import seconds
 from engine.replay import Pacer, check_files, open_lines
 from engine.types import Job
+from streams.security import PLAINTEXT, KafkaSecurity
 from streams.topics import JOBS, TELEMETRY, KafkaUnavailable, parse_bootstrap
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,7 @@ def publish_files(
     progress: Callable[[PublishStats], None] | None = None,
     connect_timeout_s: float = 15,
     batch: int = DEFAULT_BATCH,
+    security: KafkaSecurity | None = None,
 ) -> PublishStats:
     """Send every metric of `files` (in the order given) to `topic`, keyed by host, after
     the jobs of `jobs_file`; pace event time at `speed` x real time when set.
@@ -182,7 +184,7 @@ def publish_files(
         raise ValueError(f"batch must be at least 1, got {batch}")
     bootstrap = parse_bootstrap(bootstrap)
     jobs = job_messages(Path(jobs_file), jobs_topic=jobs_topic) if jobs_file is not None else []
-    sender = _Sender(bootstrap=bootstrap, jobs_topic=jobs_topic, connect_timeout_s=connect_timeout_s)
+    sender = _Sender(bootstrap=bootstrap, jobs_topic=jobs_topic, connect_timeout_s=connect_timeout_s, security=security)
     stats = sender.stats
     batches = _Batches(sender, size=batch)
     try:
@@ -289,7 +291,8 @@ class _Sender:
     """A KafkaProducer that counts what it sends and what fails. Keys map to partitions
     as the default partitioner maps them (murmur2), computed once per key."""
 
-    def __init__(self, *, bootstrap: str, jobs_topic: str, connect_timeout_s: float):
+    def __init__(self, *, bootstrap: str, jobs_topic: str, connect_timeout_s: float,
+                 security: KafkaSecurity | None = None):
         from kafka import KafkaProducer
         from kafka.errors import KafkaError, MessageSizeTooLargeError
         from kafka.record import util as record_util
@@ -311,6 +314,7 @@ class _Sender:
                 acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024,
                 max_request_size=MAX_MESSAGE_BYTES, compression_type=None,
                 bootstrap_timeout_ms=int(connect_timeout_s * 1000), max_block_ms=30_000, request_timeout_ms=30_000,
+                **(security or PLAINTEXT).kafka_python(),
             )
         except KafkaError as exc:
             raise KafkaUnavailable(bootstrap, f"{type(exc).__name__}: {exc}") from exc

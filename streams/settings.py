@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.security import PLAINTEXT, KafkaSecurity
 from streams.topics import DLQ, INCIDENTS, JOBS, STATE, SYMPTOMS, TELEMETRY
 
 
@@ -34,6 +35,7 @@ class WorkerSettings:
     data_dir: Path = Path(".fabric-rca-worker")
     loglevel: str = "WARNING"
     log_format: str = "json"  # or "text"
+    kafka_security: KafkaSecurity = PLAINTEXT  # TLS and SASL of every client (streams.security)
 
     def topics(self) -> dict[str, int]:
         """Every topic this worker reads or writes, with the partitions to create it with."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import struct
 
+from streams.security import PLAINTEXT, KafkaSecurity
+
 _HEADER = struct.Struct(">q")
 
 
@@ -21,14 +23,16 @@ def decode(value: bytes) -> tuple[int, bytes]:
     return offset, value[_HEADER.size:]
 
 
-def read_latest(*, bootstrap: str, topic: str, timeout_s: float = 30.0) -> dict[str, tuple[int, bytes]]:
+def read_latest(*, bootstrap: str, topic: str, timeout_s: float = 30.0,
+                security: KafkaSecurity | None = None) -> dict[str, tuple[int, bytes]]:
     """key -> (offset, snapshot) of the newest record per key, reading the topic to its end."""
     import time
 
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None,
-                             client_id="fabric-rca-restore", request_timeout_ms=int(timeout_s * 1000))
+                             client_id="fabric-rca-restore", request_timeout_ms=int(timeout_s * 1000),
+                             **(security or PLAINTEXT).kafka_python())
     try:
         parts = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(parts)]

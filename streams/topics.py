@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from streams.security import PLAINTEXT, KafkaSecurity
+
 TELEMETRY = "fabric.telemetry"
 JOBS = "fabric.jobs"
 SYMPTOMS = "fabric.symptoms"
@@ -65,7 +67,7 @@ def parse_bootstrap(text: str) -> str:
 
 
 def ensure_topics(*, bootstrap: str, topics: dict[str, int], timeout_s: float = 30,
-                  configs: dict[str, dict[str, str]] | None = None) -> list[str]:
+                  configs: dict[str, dict[str, str]] | None = None, security: KafkaSecurity | None = None) -> list[str]:
     """Create the topics (name -> partitions, replication 1; optional per-topic broker
     configs) that do not exist yet and wait until they have leaders; return the names
     created, in the order given. A topic whose name ends with the state topic's name is
@@ -75,7 +77,7 @@ def ensure_topics(*, bootstrap: str, topics: dict[str, int], timeout_s: float = 
             raise ValueError(f"{name!r} is not a valid Kafka topic name ([A-Za-z0-9._-], 1..249 characters)")
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise ValueError(f"topic {name!r}: partitions must be a positive integer, got {partitions!r}")
-    admin = admin_client(bootstrap=bootstrap, timeout_s=timeout_s)
+    admin = admin_client(bootstrap=bootstrap, timeout_s=timeout_s, security=security)
     try:
         from kafka.errors import KafkaError
 
@@ -121,7 +123,7 @@ def _created(result: dict, *, wanted: dict) -> list[str]:
     return created
 
 
-def admin_client(*, bootstrap: str, timeout_s: float = 30):
+def admin_client(*, bootstrap: str, timeout_s: float = 30, security: KafkaSecurity | None = None):
     """A connected KafkaAdminClient; KafkaUnavailable when no broker answers in time."""
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
@@ -129,16 +131,17 @@ def admin_client(*, bootstrap: str, timeout_s: float = 30):
     ms = max(1000, int(timeout_s * 1000))
     try:
         return KafkaAdminClient(bootstrap_servers=parse_bootstrap(bootstrap), client_id="fabric-rca-admin",
-                                bootstrap_timeout_ms=ms, request_timeout_ms=ms)
+                                bootstrap_timeout_ms=ms, request_timeout_ms=ms, **(security or PLAINTEXT).kafka_python())
     except KafkaError as exc:
         raise KafkaUnavailable(bootstrap, f"{type(exc).__name__}: {exc}") from exc
 
 
-def partition_counts(*, bootstrap: str, topics: list[str], timeout_s: float = 30) -> dict[str, int]:
+def partition_counts(*, bootstrap: str, topics: list[str], timeout_s: float = 30,
+                     security: KafkaSecurity | None = None) -> dict[str, int]:
     """How many partitions each of `topics` has on the broker; TopicError names a missing one."""
     from kafka.errors import KafkaError
 
-    admin = admin_client(bootstrap=bootstrap, timeout_s=timeout_s)
+    admin = admin_client(bootstrap=bootstrap, timeout_s=timeout_s, security=security)
     try:
         try:
             described = admin.describe_topics(list(topics))
