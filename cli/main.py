@@ -435,7 +435,7 @@ def cmd_rules_check(args) -> int:
 
 def cmd_demo(args) -> int:
     from cli.demo import run_demo
-    return run_demo(out=args.out, port=args.port, serve=not args.no_serve, seed=args.seed)
+    return run_demo(out=args.out, port=args.port, serve=not args.no_serve, seed=args.seed, cli=main)
 
 
 def _unit(text: str) -> float:
