@@ -11,20 +11,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract.entities import CAUSES
+
 IncidentStatus = Literal["open", "resolved"]
 Severity = Literal["critical", "major", "minor"]
-# The root causes of contract section 5 (the same tuple as engine.types.CAUSES).
-CauseName = Literal[
-    "link_flap",
-    "link_degraded",
-    "pfc_storm",
-    "congestion",
-    "microburst",
-    "nic_degraded",
-    "storage_slow",
-    "device_down",
-    "noisy_neighbor",
-]
+# The root causes of contract section 5, from the contract's one list of them.
+CauseName = Literal[CAUSES]  # type: ignore[valid-type]
 
 _TIME = "RFC 3339 UTC time with milliseconds, e.g. 2025-11-29T07:08:10.000Z"
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Callable
 
 
-def run_demo(*, out: Path, port: int, serve: bool, seed: int) -> int:
+def run_demo(*, out: Path, port: int, serve: bool, seed: int, cli: Callable[[list[str]], int]) -> int:
+    """`cli` runs one `fabric-rca` command line (the command table hands itself in)."""
     import sim
-    from cli.main import main as cli
 
     out.mkdir(parents=True, exist_ok=True)
     scenario = out / "scenario"

@@ -239,195 +239,26 @@ def _fabric_spec(text: str):
 
 
 def cmd_evaluate(args) -> int:
-    import time
+    from evaluation.report import accuracy_doc, choose_methods, console_text, run_suite
 
-    from cli.run import baseline_scenario, find_scenarios, replay_scenario
-    from engine.evaluate import comparison, misses, onset_tables, score_scenario, table, targets_text
-
-    methods = _evaluate_methods(args)
-    engine = [m for m in methods if m in ENGINE_METHODS]
-    baselines = [m for m in methods if m not in ENGINE_METHODS]
-    results: dict[str, list] = {m: [] for m in methods}
-    seconds: dict[str, float] = {m: 0.0 for m in methods}
-    for folder in find_scenarios(args.dirs):
-        notes, records = [], 0
-        for method in engine:
-            kwargs = {"models_dir": args.models} if method == "models" else {}
-            t = time.perf_counter()
-            truth, incidents, stats = replay_scenario(folder, rule_files=args.rules, **kwargs)
-            seconds[method] += time.perf_counter() - t
-            results[method].append(score_scenario(truth, incidents))
-            records = stats.records
-            notes.append(f"{method}: {len(incidents)} incident(s)")
-        if baselines:
-            t = time.perf_counter()
-            truth, by_method, read = baseline_scenario(folder, baselines)
-            records = records or read
-            spent = time.perf_counter() - t
-            for method in baselines:
-                seconds[method] += spent  # one pass over the telemetry serves every baseline
-                results[method].append(score_scenario(truth, by_method[method]))
-            notes.append(f"{'/'.join(baselines)}: {len(truth.get('faults', []))} fault time(s) given")
-        print(f"  {folder.name}: {records:,} records; {'; '.join(notes)}", file=sys.stderr, flush=True)
-    oracle = frozenset(baselines)
-    if len(methods) == 1:
-        (method,) = methods
-        print(table(results[method], oracle=method in oracle))
-        for line in misses(results[method]):
-            print("  miss: " + line)
-    else:
-        for title, text in comparison(results, oracle=oracle) + onset_tables(results, oracle=oracle):
-            print(f"\n{title}\n{text}")
-        print()
-        for method in engine:
-            for line in misses(results[method]):
-                print(f"  miss ({method}): " + line)
-        for method in baselines:
-            bad = sum(1 for r in results[method] for f in r.faults if f.rank != 1)
-            total = sum(len(r.faults) for r in results[method])
-            print(f"  {method}: {bad} of {total} fault(s) not ranked first (--methods {method} lists them)")
-    judged = _judged(methods)
-    print(f"\ntargets ({judged}):\n" + targets_text(results[judged]))
-    print("time: " + ", ".join(f"{m} {seconds[m]:.1f} s" for m in methods)
-          + (f" ({'+'.join(baselines)} share one read of the telemetry)" if len(baselines) > 1 else ""),
+    try:
+        methods = choose_methods(args.methods, models=bool(args.models))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    run = run_suite(args.dirs, methods=methods, rule_files=args.rules, models_dir=args.models,
+                    on_scenario=lambda line: print("  " + line, file=sys.stderr, flush=True))
+    print(console_text(run))
+    print("time: " + ", ".join(f"{m} {run.seconds[m]:.1f} s" for m in methods)
+          + (f" ({'+'.join(run.baselines)} share one read of the telemetry)" if len(run.baselines) > 1 else ""),
           file=sys.stderr)
     if args.write:
+        command = "fabric-rca evaluate " + " ".join(str(d) for d in args.dirs)
+        command += f" --methods {args.methods}" if args.methods else ""
+        command += f" --models {args.models}" if args.models else ""
         args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(_accuracy_doc(results, args, methods=methods, seconds=seconds))
+        args.write.write_text(accuracy_doc(run, command=command + f" --write {args.write}"))
         print(f"wrote {args.write}", file=sys.stderr)
     return 0
-
-
-def _judged(methods: list[str]) -> str:
-    """The method the issue's targets apply to: rules + models when run, else rules."""
-    return "models" if "models" in methods else next((m for m in methods if m in ENGINE_METHODS), methods[0])
-
-
-_METHOD_ABOUT = {
-    "rules": "the engine as `fabric-rca replay` runs it, with its rule catalogue (`rules/catalogue/`) and no "
-             "anomaly models: it finds the faults itself, in event time.",
-    "models": "the engine with its rules and the anomaly models of `--models` (`fabric-rca train`).",
-}
-
-
-def _accuracy_doc(results: dict, args, *, methods: list[str], seconds: dict[str, float]) -> str:
-    from engine.evaluate import comparison, misses, onset_tables, summarize, targets_text
-    from models.baselines import ANOMAL_S, METHODS as BASELINES, NORMAL_S
-
-    baselines = [m for m in methods if m in BASELINES]
-    command = "fabric-rca evaluate " + " ".join(str(d) for d in args.dirs)
-    if args.methods:
-        command += f" --methods {args.methods}"
-    if args.models:
-        command += f" --models {args.models}"
-    command += f" --write {args.write}"
-    first = next(iter(results.values()))
-    lines = [
-        "# Diagnosis accuracy",
-        "",
-        f"Generated by `{command}` on scenarios from `fabric-rca simulate --suite`; "
-        "`scripts/accuracy` rebuilds the suite and this page in one command. "
-        "Expectations come from each scenario's `truth.json` (what the generator injected), not from any method.",
-        "",
-        "## Methods",
-        "",
-    ]
-    for m in methods:
-        about = _METHOD_ABOUT.get(m) or BASELINES[m].about + "."
-        lines.append(f"- `{m}`: {about}")
-    if baselines:
-        lines += [
-            "",
-            f"The baselines ({', '.join(f'`{m}`' for m in baselines)}) are published metric-ranking methods "
-            "(`models/baselines.py`; BARO: Pham, Ha, Zhang, FSE 2024; N-Sigma as in RCAEval, WWW 2025), "
-            "re-implemented in a few lines on scikit-learn's scalers as RCAEval's reference code does. "
-            "They are fed the same metrics as the engine: every numeric feature of every series, built by the "
-            "engine's own parser and feature extractor from the scenario's telemetry, one sample per second.",
-            "",
-            "**They are handed the answer to \"when\"**: as in RCAEval, each method gets the anomaly time (here "
-            f"each injected fault's start, from `truth.json`), compares the {NORMAL_S:.0f} s before it with the "
-            f"{ANOMAL_S:.0f} s after it, and opens exactly one incident per fault. The engine gets no such hint. "
-            "Their detection recall, incident precision, false incidents and detection delay therefore mean "
-            "nothing and are shown as \"-\"; judge them on top-1/top-3 and affected jobs (computed by the "
-            "engine's impact code from their top-1 cause).",
-            "",
-            "A ranked metric (entity, feature) becomes a contract root cause by a fixed table of feature "
-            "families (`FAMILIES` in `models/baselines.py`): CRC/FEC/symbol errors -> `link_degraded` on the "
-            "port's link; carrier / link-down counters -> `link_flap` on the link; PFC pause sent -> "
-            "`pfc_storm` on the sender (pause received: on the peer); queue occupancy, ECN, WRED, drops and "
-            "traffic -> `congestion` on the egress port; watermark peaks and What Just Happened buffer drops "
-            "-> `microburst`; NIC out-of-buffer, discards, PCIe stalls, retransmissions -> `nic_degraded`; "
-            "storage latency and I/O -> `storage_slow`; any metric of a switch that stopped reporting -> "
-            "`device_down`. `noisy_neighbor` is out of their reach: no metric is per job. Missing samples "
-            "count as 0 (RCAEval's fillna); `baro` and `nsigma` score only rises (max z, as RCAEval does), so "
-            "the fall of a switch that stops earns nothing; `--methods baro_abs,nsigma_abs` (max |z|) scores "
-            "falls too. When faults overlap, an incident counts for the fault whose cause it ranks best, so a "
-            "baseline incident that names the other fault leaves its own fault \"not detected\".",
-        ]
-    lines += [
-        "",
-        "## Results",
-        "",
-        "Columns: detection recall; top-1/top-3 root-cause accuracy (cause and entity); incident precision "
-        "(incidents that are the one incident of an injected fault / all incidents); false incidents per hour "
-        "of clean telemetry; affected-job precision/recall/F1; detection delay (`detected_at` minus fault start, "
-        "event time).",
-        "",
-    ]
-    for title, text in comparison(results, oracle=frozenset(baselines), markdown=True):
-        lines += [f"### {title}", "", text, ""]
-    lines += ["## Gray failures, abrupt and gradual faults", "",
-              "The same columns over the faults the truth marks gray (below the usual alarms), abrupt or "
-              "gradual (a slow ramp from nothing: its delay counts from the first moment of the ramp).", ""]
-    for title, text in onset_tables(results, oracle=frozenset(baselines), markdown=True):
-        lines += [f"### {title}", "", text, ""]
-    judged = _judged(methods)
-    lines += ["## Targets", "", f"Issue 4's bar, for `{judged}` on the whole suite:", "",
-              targets_text(results[judged], markdown=True), ""]
-    if "models" in results and "rules" in results:
-        gray = {m: summarize(results[m], only=lambda f: f.gray) for m in ("rules", "models")}
-        clean = {m: sum(r.false_incidents for r in results[m]) for m in ("rules", "models")}
-        lines += [f"Gray-failure recall: rules {gray['rules'].recall or 0:.2f}, rules + models "
-                  f"{gray['models'].recall or 0:.2f}; false incidents on the whole suite: rules {clean['rules']}, "
-                  f"rules + models {clean['models']}.", ""]
-    lines += [
-        "Scenarios: " + ", ".join(f"`{r.scenario}`" for r in first) + ".",
-        "",
-        "Time (this machine, all scenarios): " + ", ".join(f"`{m}` {seconds[m]:.1f} s" for m in methods)
-        + (" (the baselines share one read of the telemetry)." if len(baselines) > 1 else "."),
-        "",
-        "## Misses",
-        "",
-    ]
-    for m in methods:
-        bad = misses(results[m])
-        lines += [f"`{m}`:" + (" none." if not bad else ""), ""]
-        if bad:
-            lines += [f"- {x}" for x in bad] + [""]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-ENGINE_METHODS = ("rules", "models")  # the engine's own diagnosis, replayed as `replay` runs it
-DEFAULT_METHODS = ("rules", "baro", "nsigma")
-
-
-def _evaluate_methods(args) -> list[str]:
-    """The methods asked for, checked: engine methods first, then baselines."""
-    from models.baselines import METHODS as BASELINES
-
-    if args.methods:
-        names = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
-    else:
-        names = list(DEFAULT_METHODS) + (["models"] if args.models else [])
-    known = [*ENGINE_METHODS, *BASELINES]
-    unknown = [m for m in names if m not in known]
-    if unknown or not names:
-        raise CliError(f"unknown method(s) {', '.join(unknown) or '(none)'}; known: {', '.join(known)}")
-    if "models" in names and not args.models:
-        raise CliError("method 'models' (rules + anomaly models) needs --models DIR")
-    if args.models and "models" not in names:
-        raise CliError("--models is given but 'models' is not in --methods")
-    return sorted(names, key=lambda m: (m not in ENGINE_METHODS, known.index(m)))
 
 
 def cmd_rules_check(args) -> int:
@@ -441,7 +272,7 @@ def cmd_rules_check(args) -> int:
 
 def cmd_demo(args) -> int:
     from cli.demo import run_demo
-    return run_demo(out=args.out, port=args.port, serve=not args.no_serve, seed=args.seed)
+    return run_demo(out=args.out, port=args.port, serve=not args.no_serve, seed=args.seed, cli=main)
 
 
 def _unit(text: str) -> float:

@@ -14,67 +14,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Callable
 
-PRIOS = range(8)
-
-
-@dataclass(frozen=True)
-class Measurement:
-    name: str
-    entity_kind: str
-    entity: str  # template over tags (then fields)
-    counters: frozenset[str]
-    gauges: frozenset[str]
-
-
-def _m(name, kind, entity, counters, gauges) -> Measurement:
-    return Measurement(name, kind, entity, frozenset(counters), frozenset(gauges))
-
-
-MEASUREMENTS: dict[str, Measurement] = {
-    m.name: m
-    for m in (
-        _m(
-            "switch_port", "interface", "{host}:{interface}",
-            ["if_in_octets", "if_out_octets", "if_in_ucast_pkts", "if_out_ucast_pkts", "if_in_errors",
-             "if_in_discards", "if_out_discards", "if_in_fec_correctable_frames",
-             "if_in_fec_not_correctable_frames", "if_in_fec_symbol_errors", "wred_dropped_packets",
-             "ecn_marked_packets", "carrier_changes"]
-            + [f"pfc_{p}_{d}_{k}" for p in PRIOS for d in ("rx", "tx") for k in ("pkts", "pause_duration_us")],
-            ["oper_status", "admin_status", "speed_mbps"],
-        ),
-        _m(
-            "switch_queue", "interface", "{host}:{interface}",
-            ["packets", "bytes", "dropped_packets", "dropped_bytes", "wred_ecn_marked_packets",
-             "wred_dropped_packets", "pfcwd_deadlock_detected", "pfcwd_deadlock_restored"],
-            ["curr_occupancy_bytes", "shared_watermark_bytes", "pfcwd_status"],
-        ),
-        _m(
-            "nic_port", "interface", "{host}:{interface}",
-            ["rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "tx_pause_storm_warning_events",
-             "tx_pause_storm_error_events", "rx_discards_phy", "tx_discards_phy", "rx_out_of_buffer",
-             "rx_crc_errors_phy", "rx_symbol_err_phy", "rx_corrected_bits_phy", "rx_bits_phy",
-             "link_down_events_phy", "np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled",
-             "out_of_buffer", "out_of_sequence", "packet_seq_err", "local_ack_timeout_err"]
-            + [f"{d}_prio{p}_{k}" for p in PRIOS for d in ("rx", "tx") for k in ("pause", "pause_duration")],
-            ["link", "speed", "outbound_pci_stalled_rd", "outbound_pci_stalled_wr"],
-        ),
-        _m(
-            "storage", "storage", "{host}",
-            ["reads", "writes", "read_bytes", "write_bytes", "read_time", "write_time", "io_time"],
-            ["iops_in_progress"],
-        ),
-        _m(
-            "link_event", "interface", "{host}:{interface}",
-            [], ["old_state", "new_state", "down_reason", "message"],
-        ),
-        _m(
-            "wjh_drop", "interface", "{host}:{egress_port}",
-            [], ["reason", "agg_count", "egress_port", "traffic_class", "original_occupancy",
-                 "sip", "dip", "proto", "sport", "dport", "drop_type", "reason_id", "severity"],
-        ),
-    )
-}
-JOB_MEASUREMENT = "job_placement"
+from contract.measurements import DERIVED_FEATURES, JOB_MEASUREMENT, MEASUREMENTS, PRIOS, DerivedFeature, Measurement, known_features  # noqa: F401  (re-exported: the catalogue's home is contract/)
 
 
 def _sum(names: list[str]) -> Callable[[dict], float | None]:
@@ -153,90 +93,28 @@ class Derived:
     scale: float = 1.0  # "util": the unit of the speed, in bit/s
 
 
-def _d(name, inputs, fn) -> Derived:
-    return Derived(name, tuple(inputs), fn)
+_ARITHMETIC = {
+    "sum": lambda d: _sum(list(d.inputs)),
+    "max": lambda d: _max(list(d.inputs)),
+    "argmax": lambda d: _argmax(list(d.inputs)),
+    "util": lambda d: _util(d.inputs[0], d.inputs[1], d.scale),
+    "per_op": lambda d: _per_op(d.inputs[0], d.inputs[1]),
+    "ratio_sum": lambda d: _ratio_sum(list(d.inputs[:len(d.inputs) // 2]), list(d.inputs[len(d.inputs) // 2:])),
+    "little": lambda d: _little(d.inputs[0], list(d.inputs[1:])),
+}
+_INLINE = frozenset({"sum", "argmax", "max", "util"})  # compiled inline by compile_plan
 
 
-def _d_sum(name, inputs) -> Derived:
-    return Derived(name, tuple(inputs), _sum(inputs), "sum")
+def _derived(spec: DerivedFeature) -> Derived:
+    """The contract's derived feature as a function (and, for the simple kinds, the kind
+    the compiled plan inlines with the same arithmetic)."""
+    return Derived(spec.name, spec.inputs, _ARITHMETIC[spec.kind](spec),
+                   spec.kind if spec.kind in _INLINE else "", spec.scale)
 
-
-def _d_argmax(name, inputs) -> Derived:
-    return Derived(name, tuple(inputs), _argmax(inputs), "argmax")
-
-
-def _d_max(name, inputs) -> Derived:
-    return Derived(name, tuple(inputs), _max(inputs), "max")
-
-
-def _d_util(name, rate, speed, scale) -> Derived:
-    return Derived(name, (rate, speed), _util(rate, speed, scale), "util", scale)
-
-
-def _rates(names):
-    return [f"{n}_rate" for n in names]
-
-
-_sp_tx = _rates([f"pfc_{p}_tx_pkts" for p in PRIOS])
-_sp_rx = _rates([f"pfc_{p}_rx_pkts" for p in PRIOS])
-_sp_txd = _rates([f"pfc_{p}_tx_pause_duration_us" for p in PRIOS])
-_sp_rxd = _rates([f"pfc_{p}_rx_pause_duration_us" for p in PRIOS])
-_nic_tx = _rates([f"tx_prio{p}_pause" for p in PRIOS])
-_nic_rx = _rates([f"rx_prio{p}_pause" for p in PRIOS])
-_nic_txd = _rates([f"tx_prio{p}_pause_duration" for p in PRIOS])
-_oob = _rates(["rx_out_of_buffer", "out_of_buffer"])
-_retx = _rates(["out_of_sequence", "packet_seq_err", "local_ack_timeout_err"])
 
 DERIVED: dict[str, dict[str, Derived]] = {
-    "switch_port": {
-        d.name: d
-        for d in (
-            _d_sum("pfc_tx_pkts_rate", _sp_tx),
-            _d_sum("pfc_rx_pkts_rate", _sp_rx),
-            _d_sum("pfc_tx_pause_us_rate", _sp_txd),
-            _d_sum("pfc_rx_pause_us_rate", _sp_rxd),
-            _d_argmax("pfc_tx_prio", _sp_tx),
-            _d_argmax("pfc_rx_prio", _sp_rx),
-            _d_util("util_out", "if_out_octets_rate", "speed_mbps", 1e6),
-            _d_util("util_in", "if_in_octets_rate", "speed_mbps", 1e6),
-        )
-    },
-    "nic_port": {
-        d.name: d
-        for d in (
-            _d_sum("tx_pause_rate", _nic_tx),
-            _d_sum("rx_pause_rate", _nic_rx),
-            _d_sum("tx_pause_us_rate", _nic_txd),
-            _d_argmax("tx_pause_prio", _nic_tx),
-            _d_argmax("rx_pause_prio", _nic_rx),
-            _d_util("util_tx", "tx_bytes_rate", "speed", 1e6),
-            _d_util("util_rx", "rx_bytes_rate", "speed", 1e6),
-            _d_sum("oob_rate", _oob),
-            _d_sum("retrans_rate", _retx),
-            _d_max("pci_stall", ["outbound_pci_stalled_rd", "outbound_pci_stalled_wr"]),
-        )
-    },
-    "storage": {
-        d.name: d
-        for d in (
-            _d("read_latency_ms", ["read_time_rate", "reads_rate"], _per_op("read_time_rate", "reads_rate")),
-            _d("write_latency_ms", ["write_time_rate", "writes_rate"], _per_op("write_time_rate", "writes_rate")),
-            _d("latency_ms", ["read_time_rate", "write_time_rate", "reads_rate", "writes_rate"],
-               _ratio_sum(["read_time_rate", "write_time_rate"], ["reads_rate", "writes_rate"])),
-            _d_sum("ops_rate", ["reads_rate", "writes_rate"]),
-            # Little's law: mean time an I/O spends in flight = I/O in flight / I/O rate
-            _d("inflight_latency_ms", ["iops_in_progress", "reads_rate", "writes_rate"],
-               _little("iops_in_progress", ["reads_rate", "writes_rate"])),
-        )
-    },
+    meas: {name: _derived(spec) for name, spec in feats.items()} for meas, feats in DERIVED_FEATURES.items()
 }
-
-
-def known_features(measurement: str) -> frozenset[str]:
-    m = MEASUREMENTS[measurement]
-    return frozenset(
-        {f"{c}_rate" for c in m.counters} | set(m.gauges) | set(DERIVED.get(measurement, {}))
-    )
 
 
 @dataclass(frozen=True)

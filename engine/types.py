@@ -6,39 +6,12 @@ Times are event times in float seconds since the Unix epoch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
-# Entity kinds of contract section 4/5.
-LINK = "link"
-INTERFACE = "interface"
-SWITCH = "switch"
-HOST = "host"
-STORAGE = "storage"
-JOB = "job"
-
-CAUSES = (
-    "link_flap",
-    "link_degraded",
-    "pfc_storm",
-    "congestion",
-    "microburst",
-    "nic_degraded",
-    "storage_slow",
-    "device_down",
-    "noisy_neighbor",
+# The contract's entity kinds, causes and ids live in contract/ (imported by every layer).
+from contract.entities import (  # noqa: F401  (names the stages use with the types below)
+    CAUSE_ENTITY_KIND, CAUSES, HOST, INTERFACE, JOB, LINK, STORAGE, SWITCH, device_of, interface_id, link_id,
 )
-
-CAUSE_ENTITY_KIND = {
-    "link_flap": LINK,
-    "link_degraded": LINK,
-    "pfc_storm": INTERFACE,
-    "congestion": INTERFACE,
-    "microburst": INTERFACE,
-    "nic_degraded": INTERFACE,
-    "storage_slow": STORAGE,
-    "device_down": SWITCH,
-    "noisy_neighbor": JOB,
-}
+from contract.times import rfc3339  # noqa: F401
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -48,28 +21,6 @@ class Entity:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "id": self.id}
-
-
-def interface_id(host: str, interface: str) -> str:
-    return f"{host}:{interface}"
-
-
-def device_of(interface: str) -> str:
-    """The device part of an interface id (`leaf01:swp1` -> `leaf01`)."""
-    return interface.split(":", 1)[0]
-
-
-def link_id(a: str, b: str) -> str:
-    """Contract id of the link between two interface ids: sorted, joined by `--`."""
-    x, y = sorted((a, b))
-    return f"{x}--{y}"
-
-
-def rfc3339(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(slots=True)

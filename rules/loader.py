@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from engine.features import MEASUREMENTS, known_features
+from contract.measurements import MEASUREMENTS, known_features
 from rules.schema import ENTITY_KINDS, OPS, Condition, Rule, RuleSet, SilenceRule
 
 RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "clear_s",

@@ -4,6 +4,8 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass, field
 
+from contract.entities import ENTITY_KINDS  # noqa: F401  (what a rule may name as its entity_kind)
+
 OPS = {
     ">": operator.gt,
     ">=": operator.ge,
@@ -12,8 +14,6 @@ OPS = {
     "==": operator.eq,
     "!=": operator.ne,
 }
-
-ENTITY_KINDS = ("interface", "switch", "host", "storage", "link", "job")
 
 
 @dataclass(frozen=True, slots=True)

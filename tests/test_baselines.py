@@ -6,7 +6,7 @@ import pytest
 from engine.features import MEASUREMENTS
 from engine.topology import Topology
 from engine.types import CAUSE_ENTITY_KIND, CAUSES
-from models.baselines import (
+from evaluation.baselines import (
     FAMILIES,
     METHODS,
     Column,

@@ -2,7 +2,8 @@
 and events a restarted stage sends again are recognised as duplicates."""
 import pytest
 
-from cli.run import build_pipeline, scenario_files
+from cli.run import build_pipeline
+from evaluation.scenarios import scenario_files
 from engine.pipeline import CorrelateStage, DetectStage
 from engine.replay import open_lines
 from engine.topology import load_topology

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli.main import main
-from cli.run import replay_scenario, scenario_files
+from evaluation.scenarios import replay_scenario, scenario_files
 from engine.pipeline import DetectStage
 from engine.replay import open_lines
 from engine.topology import load_topology

@@ -3,8 +3,8 @@ truth.json (what it injected), never from the engine's own output."""
 import pytest
 
 import sim
-from cli.run import replay_scenario
-from engine.evaluate import score_scenario
+from evaluation.scenarios import replay_scenario
+from evaluation.score import score_scenario
 
 FAULT_SCENARIOS = [s for s in sim.SCENARIOS if s not in ("clean", "demo")]
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli.run import build_pipeline, scenario_files
+from cli.run import build_pipeline
+from evaluation.scenarios import scenario_files
 from engine.events import TICK, StageEvent
 from engine.jobs import JobBook
 from engine.pipeline import CorrelateStage, DetectStage

@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
 from api.store.db import StoreError
+from contract.times import rfc3339
 from api.store.tables import AffectedJobRow, IncidentRow, RootCauseRow, SymptomRow, TopologyRow
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's bound-parameter limit
@@ -332,14 +333,6 @@ def _incident_dict(
             for s in symptoms
         ],
     }
-
-
-def rfc3339(value: datetime | None) -> str | None:
-    """`2025-11-29T07:08:10.000Z`: UTC, milliseconds, `Z` (the contract's time format)."""
-    if value is None:
-        return None
-    utc = _aware(value).astimezone(timezone.utc)
-    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _time(value: Any, incident_id: str, what: str) -> datetime | None:
