@@ -44,14 +44,22 @@ _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 
 def expand_hostlist(expr: str) -> list[str]:
     """Expand a Slurm hostlist (`gpu[001-004,009],gpu011`, `r[1-2]n[01-02]`) in the
-    order written; a range keeps the zero padding of its lower bound."""
+    order written; a range keeps the zero padding of its lower bound. Its size (the sum
+    over names of the product of their ranges' lengths) is worked out and bounded by
+    MAX_HOSTLIST before a single name is built."""
     text = "".join(expr.split())
+    items = [_parse_item(item, expr=expr) for item in _split_top_level(text, expr=expr)]
+    size = sum(math.prod(len(p) for p in parts) for parts in items)
+    if size > MAX_HOSTLIST:
+        raise JobError(f"hostlist {_short(expr)} expands to {size:,} hosts, more than {MAX_HOSTLIST}")
     names: list[str] = []
-    for item in _split_top_level(text, expr=expr):
-        names.extend(_expand_item(item, expr=expr))
-        if len(names) > MAX_HOSTLIST:
-            raise JobError(f"hostlist {expr!r} expands to more than {MAX_HOSTLIST} hosts")
+    for parts in items:
+        names.extend("".join(p) for p in product(*parts))
     return names
+
+
+def _short(expr: str) -> str:
+    return repr(expr) if len(expr) <= 80 else repr(expr[:77] + "...")
 
 
 def _split_top_level(text: str, *, expr: str) -> list[str]:
@@ -60,49 +68,66 @@ def _split_top_level(text: str, *, expr: str) -> list[str]:
         if ch == "[":
             depth += 1
             if depth > 1:
-                raise JobError(f"hostlist {expr!r}: nested '['")
+                raise JobError(f"hostlist {_short(expr)}: nested '['")
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise JobError(f"hostlist {expr!r}: ']' without '['")
+                raise JobError(f"hostlist {_short(expr)}: ']' without '['")
         elif ch == "," and depth == 0:
             items.append(text[start:i])
             start = i + 1
     if depth:
-        raise JobError(f"hostlist {expr!r}: '[' without ']'")
+        raise JobError(f"hostlist {_short(expr)}: '[' without ']'")
     items.append(text[start:])
     if len(items) > 1 and any(not item for item in items):
-        raise JobError(f"hostlist {expr!r}: empty name between commas")
+        raise JobError(f"hostlist {_short(expr)}: empty name between commas")
     return [item for item in items if item]
 
 
-def _expand_item(item: str, *, expr: str) -> list[str]:
-    parts: list[list[str]] = []
+class _Range:
+    """The numbers of one bracket, zero-padded, as a sequence (nothing built until read)."""
+
+    def __init__(self, spans: list[tuple[int, int, int]]):
+        self.spans = spans  # (first, last, width)
+
+    def __len__(self) -> int:
+        return sum(last - first + 1 for first, last, _ in self.spans)
+
+    def __iter__(self):
+        for first, last, width in self.spans:
+            for n in range(first, last + 1):
+                yield f"{n:0{width}d}"
+
+
+def _parse_item(item: str, *, expr: str) -> list:
+    parts: list = []
     pos = 0
     for m in _BRACKET.finditer(item):
-        parts.append([item[pos : m.start()]])
-        parts.append(_expand_ranges(m.group(1), expr=expr))
+        parts.append((item[pos : m.start()],))
+        parts.append(_Range(_parse_ranges(m.group(1), expr=expr)))
         pos = m.end()
-    parts.append([item[pos:]])
-    return ["".join(p) for p in product(*parts)]
+    parts.append((item[pos:],))
+    return parts
 
 
-def _expand_ranges(body: str, *, expr: str) -> list[str]:
-    out: list[str] = []
+def _parse_ranges(body: str, *, expr: str) -> list[tuple[int, int, int]]:
+    out: list[tuple[int, int, int]] = []
     for part in body.split(","):
         lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise JobError(f"hostlist {expr!r}: bad range {part!r} (expected N or N-M)")
-        if not sep:
-            out.append(lo)
-            continue
-        first, last = int(lo), int(hi)
+        if not _digits(lo) or (sep and not _digits(hi)):
+            raise JobError(f"hostlist {_short(expr)}: bad range {part[:40]!r} (expected N or N-M)")
+        first, last = int(lo), int(hi) if sep else int(lo)
         if last < first:
-            raise JobError(f"hostlist {expr!r}: range {part!r} runs backwards")
+            raise JobError(f"hostlist {_short(expr)}: range {part!r} runs backwards")
         if last - first >= MAX_HOSTLIST:
-            raise JobError(f"hostlist {expr!r}: range {part!r} is longer than {MAX_HOSTLIST}")
-        out.extend(f"{n:0{len(lo)}d}" for n in range(first, last + 1))
+            raise JobError(f"hostlist {_short(expr)}: range {part!r} is longer than {MAX_HOSTLIST}")
+        out.append((first, last, len(lo)))
     return out
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only (str.isdigit also takes other scripts' digits, and '²')."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 # ----------------------------------------------------------------------- times
@@ -120,13 +145,15 @@ def epoch_seconds(value: object) -> float | None:
         text = value.strip()
         if text.lower() in _NO_TIME:
             return None
+        if not text.isascii():  # float() reads other scripts' digits too
+            raise JobError(f"bad time {text[:40]!r}: characters other than ASCII")
         try:
             return epoch_seconds(float(text))
         except ValueError:
             return _rfc3339(text)
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise JobError(f"bad time {value!r}")
+        if not -1e30 < value < 1e30:  # NaN, infinities, and integers float() cannot hold
+            raise JobError(f"bad time {repr(value)[:40]}")
         return _scale(float(value))
     raise JobError(f"bad time {value!r}")
 
