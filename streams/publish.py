@@ -1,6 +1,6 @@
 """Publish recorded telemetry (and job placements) to Kafka, keyed as Telegraf would.
 
-The pure part is `messages_of_line`: one recorded line -> the Kafka messages it becomes
+The pure part is `publishable` (`messages_of_line`: its messages): one recorded line -> the Kafka messages it becomes
 (contract section 1: one metric per message, key = its `host` tag; `job_placement`
 records go to the jobs topic keyed by job id) and the records it rejects. It reads the
 line with the very function replay and the workers read it with (engine.normalize's
@@ -87,7 +87,12 @@ class Publishable(NamedTuple):
     rejects: list[Reject]
 
 
-def messages_of_line(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> Publishable:
+def messages_of_line(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> list[Message]:
+    """The Kafka messages of one recorded line (what `publishable` sends of it)."""
+    return publishable(line, topic=topic, jobs_topic=jobs_topic).messages
+
+
+def publishable(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> Publishable:
     """The Kafka messages of one recorded line (one metric or a `{"metrics": [...]}`
     batch) and the records of it that replay would reject (the same reasons)."""
     metrics, rejects = parse_line(line)
@@ -150,7 +155,7 @@ def job_messages(path: Path, *, jobs_topic: str = JOBS) -> list[Message]:
         return [Message(jobs_topic, r["fields"]["job_id"].encode(), dumps(r), r["timestamp"]) for r in records]
     out: list[Message] = []
     for line in open_lines(Path(path)):
-        out.extend(m for m in messages_of_line(line, jobs_topic=jobs_topic).messages if m.topic == jobs_topic)
+        out.extend(m for m in messages_of_line(line, jobs_topic=jobs_topic) if m.topic == jobs_topic)
     return out
 
 
@@ -241,7 +246,7 @@ class _Reader:
         batches, pacer, progress = self.batches, self.pacer, self.progress
         stats = batches.sender.stats
         for n, line in numbered_lines(path):
-            messages, rejects = messages_of_line(line, topic=self.topic, jobs_topic=self.jobs_topic)
+            messages, rejects = publishable(line, topic=self.topic, jobs_topic=self.jobs_topic)
             if rejects:
                 stats.rejects.update(r.reason for r in rejects)
                 self.writer.write(rejects, source=f"{path}:{n}")

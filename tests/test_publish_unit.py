@@ -17,6 +17,7 @@ from streams.publish import (
     PublishStats,
     job_messages,
     messages_of_line,
+    publishable,
     publish_files,
 )
 from streams.topics import ALL_TOPICS, DLQ, JOBS, TELEMETRY, KafkaUnavailable, ensure_topics, parse_bootstrap
@@ -91,14 +92,14 @@ def _read(doc: dict) -> dict:
 
 def test_one_metric_is_one_message_keyed_by_host_with_its_record_as_value():
     doc = metric("leaf01")
-    [m], rejects = messages_of_line(line(doc))
+    [m], rejects = publishable(line(doc))
     assert rejects == [] and (m.topic, m.key, m.timestamp) == (TELEMETRY, b"leaf01", T0)
     assert json.loads(m.value) == _read(doc) and b" " not in m.value  # compact JSON
 
 
 def test_a_batch_becomes_one_message_per_metric_in_order():
     batch = [metric("leaf01"), metric("gpu001", name="nic_port"), metric("leaf02")]
-    msgs, _ = messages_of_line(line({"metrics": batch}))
+    msgs, _ = publishable(line({"metrics": batch}))
     assert [m.key for m in msgs] == [b"leaf01", b"gpu001", b"leaf02"]
     assert [json.loads(m.value) for m in msgs] == [_read(d) for d in batch]
     assert all(b" " not in m.value for m in msgs)  # compact JSON
@@ -122,13 +123,13 @@ def test_a_batch_becomes_one_message_per_metric_in_order():
 def test_a_line_replay_rejects_is_rejected_with_replays_reason_and_not_sent(raw, reason):
     from engine.normalize import parse_line
 
-    msgs, rejects = messages_of_line(raw)
+    msgs, rejects = publishable(raw)
     assert msgs == [] and [r.reason for r in rejects] == [reason]
     assert [r.reason for r in parse_line(raw)[1]] == [reason]  # one truth: replay's own reading
 
 
 def test_bad_members_of_a_batch_are_rejected_and_the_good_ones_sent():
-    msgs, rejects = messages_of_line(line({"metrics": [metric("leaf01"), metric(None), 42]}))
+    msgs, rejects = publishable(line({"metrics": [metric("leaf01"), metric(None), 42]}))
     assert [m.key for m in msgs] == [b"leaf01"]
     assert sorted(r.reason for r in rejects) == ["missing_host", "not_an_object"]
 
@@ -136,31 +137,31 @@ def test_bad_members_of_a_batch_are_rejected_and_the_good_ones_sent():
 def test_a_member_nested_past_orjsons_limit_is_a_reject_not_a_crash():
     deep = '{"name":"switch_port","tags":{"host":"leaf01"},"fields":{"a":1},"timestamp":%d,"x":%s}' % (
         T0, "[" * 255 + "]" * 255)
-    msgs, rejects = messages_of_line('{"metrics":[%s,%s]}' % (json.dumps(metric("leaf02")), deep))
+    msgs, rejects = publishable('{"metrics":[%s,%s]}' % (json.dumps(metric("leaf02")), deep))
     assert [m.key for m in msgs] == [b"leaf02"] and [r.reason for r in rejects] == ["too_deep"]
 
 
 def test_job_placement_goes_to_the_jobs_topic_keyed_by_job_id():
     placement = {"name": "job_placement", "tags": {"scheduler": "slurm", "cluster": "c1", "host": "slurmctld"},
                  "fields": {"job_id": 4242.0, "nodes": "gpu[001-002]"}, "timestamp": T0}
-    [m], _ = messages_of_line(line(placement))
+    [m], _ = publishable(line(placement))
     assert (m.topic, m.key) == (JOBS, b"4242")
     no_id = {**placement, "fields": {"nodes": "gpu001"}}
-    assert [r.reason for r in messages_of_line(line(no_id)).rejects] == ["bad_job"]
-    [m], _ = messages_of_line(line({**placement, "tags": {"job_id": "77"}, "fields": {"nodes": "x"}}))
+    assert [r.reason for r in publishable(line(no_id)).rejects] == ["bad_job"]
+    [m], _ = publishable(line({**placement, "tags": {"job_id": "77"}, "fields": {"nodes": "x"}}))
     assert m.key == b"77"
 
 
 def test_topic_names_can_be_chosen():
     placement = {"name": "job_placement", "tags": {}, "fields": {"job_id": "1"}, "timestamp": T0}
-    msgs, _ = messages_of_line(line({"metrics": [metric("leaf01"), placement]}), topic="t.tel", jobs_topic="t.jobs")
+    msgs, _ = publishable(line({"metrics": [metric("leaf01"), placement]}), topic="t.tel", jobs_topic="t.jobs")
     assert [(m.topic, m.key) for m in msgs] == [("t.tel", b"leaf01"), ("t.jobs", b"1")]
 
 
 def test_line_endings_and_str_input():
     doc = metric("spine01")
     for raw in (line(doc), line(doc)[:-1] + b"\r\n", line(doc)[:-1], line(doc).decode()):
-        [m], _ = messages_of_line(raw)
+        [m], _ = publishable(raw)
         assert m.key == b"spine01" and json.loads(m.value) == _read(doc) and not m.value.endswith(b"\n")
 
 
@@ -170,7 +171,7 @@ hosts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)
 @given(st.lists(st.one_of(hosts, st.none()), min_size=1, max_size=20))
 def test_invariant_every_good_metric_is_one_message_keyed_by_its_host_and_the_others_rejects(batch_hosts):
     batch = [metric(h) for h in batch_hosts]
-    msgs, rejects = messages_of_line(line({"metrics": batch}))
+    msgs, rejects = publishable(line({"metrics": batch}))
     assert len(msgs) + len(rejects) == len(batch)
     assert [m.key for m in msgs] == [h.encode() for h in batch_hosts if h is not None]
     assert [json.loads(m.value) for m in msgs] == [_read(metric(h)) for h in batch_hosts if h is not None]
@@ -239,3 +240,8 @@ def test_an_squeue_job_without_any_time_is_stamped_with_the_document_time(tmp_pa
     os.utime(path, (T0, T0))
     [m] = job_messages(path)
     assert json.loads(m.value)["timestamp"] == T0  # a plausible event time, not 0
+
+
+def test_messages_of_line_is_what_publishable_sends():
+    raw = line({"metrics": [metric("leaf01"), metric(None)]})
+    assert messages_of_line(raw) == publishable(raw).messages and len(messages_of_line(raw)) == 1
