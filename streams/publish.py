@@ -13,6 +13,7 @@ and raise `PublishError` at the end if any message was not acknowledged.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -82,6 +83,9 @@ class PublishError(RuntimeError):
 # ------------------------------------------------------------------ the pure part
 
 
+_BATCH = re.compile(rb'\{\s*"metrics"\s*:')  # (a batch of one is re-encoded: a batch is never a member)
+
+
 class Publishable(NamedTuple):
     messages: list[Message]
     rejects: list[Reject]
@@ -94,8 +98,14 @@ def messages_of_line(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: s
 
 def publishable(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> Publishable:
     """The Kafka messages of one recorded line (one metric or a `{"metrics": [...]}`
-    batch) and the records of it that replay would reject (the same reasons)."""
+    batch) and the records of it that replay would reject (the same reasons). A line of
+    one metric is sent as written; a batch's members are re-encoded from what was read
+    (the timestamp in seconds), each a message of its own."""
     metrics, rejects = parse_line(line)
+    if len(metrics) == 1 and not rejects:
+        raw = line.strip() if line.__class__ is bytes else str(line).strip().encode()
+        if raw[:1] == b"{" and not _BATCH.match(raw):  # (not after a BOM: it may join a batch)
+            return Publishable([_message(metrics[0], raw, topic, jobs_topic)], [])
     out = []
     for m in metrics:
         value = dumps({"name": m.name, "tags": m.tags, "fields": m.fields, "timestamp": m.ts})

@@ -90,11 +90,12 @@ def _read(doc: dict) -> dict:
     return {**doc, "timestamp": doc["timestamp"] / 1.0}
 
 
-def test_one_metric_is_one_message_keyed_by_host_with_its_record_as_value():
-    doc = metric("leaf01")
-    [m], rejects = publishable(line(doc))
-    assert rejects == [] and (m.topic, m.key, m.timestamp) == (TELEMETRY, b"leaf01", T0)
-    assert json.loads(m.value) == _read(doc) and b" " not in m.value  # compact JSON
+def test_one_metric_is_one_message_keyed_by_host_with_the_line_as_value():
+    raw = line(metric("leaf01"))
+    [m], rejects = publishable(raw)
+    assert rejects == [] and m == Message(TELEMETRY, b"leaf01", raw.strip(), T0)
+    [m], _ = publishable(line({"metrics": [metric("leaf01")]}))  # a batch of one: its member
+    assert json.loads(m.value) == _read(metric("leaf01"))
 
 
 def test_a_batch_becomes_one_message_per_metric_in_order():
@@ -162,7 +163,7 @@ def test_line_endings_and_str_input():
     doc = metric("spine01")
     for raw in (line(doc), line(doc)[:-1] + b"\r\n", line(doc)[:-1], line(doc).decode()):
         [m], _ = publishable(raw)
-        assert m.key == b"spine01" and json.loads(m.value) == _read(doc) and not m.value.endswith(b"\n")
+        assert m.key == b"spine01" and json.loads(m.value) == doc and not m.value.endswith(b"\n")
 
 
 hosts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
@@ -245,3 +246,23 @@ def test_an_squeue_job_without_any_time_is_stamped_with_the_document_time(tmp_pa
 def test_messages_of_line_is_what_publishable_sends():
     raw = line({"metrics": [metric("leaf01"), metric(None)]})
     assert messages_of_line(raw) == publishable(raw).messages and len(messages_of_line(raw)) == 1
+
+
+def test_the_publisher_gives_every_corpus_line_replays_outcome(tmp_path):
+    """tests/corpus: what the publisher sends and rejects of each line is what replay
+    must accept and reject (expected.jsonl), and every message fits the broker."""
+    from test_normalize import load_corpus
+
+    from streams.publish import MAX_MESSAGE_BYTES
+
+    lines, expected, _ = load_corpus(tmp_path)
+    for raw, want in zip(lines, expected):
+        msgs, rejects = publishable(raw) if raw.strip() else ([], [])
+        assert (len(msgs), sorted(r.reason for r in rejects)) == (want["accepted"], want["rejected"]), want["kind"]
+        assert all(len(m.value) <= MAX_MESSAGE_BYTES and m.key for m in msgs), want["kind"]
+
+
+def test_a_line_after_a_bom_is_re_encoded_so_a_batch_of_it_stays_json():
+    raw = b"\xef\xbb\xbf" + line(metric("leaf01"))
+    [m] = messages_of_line(raw)
+    assert m.value[:1] == b"{" and json.loads(b'{"metrics":[' + m.value + b"]}")["metrics"][0]["tags"]["host"] == "leaf01"
