@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from gzip import open as _std_gzip_open
+
 try:  # ISA-L's inflate is about 2.5x zlib's; the standard gzip module is the fallback
     from isal.igzip import open as _gzip_open
 except ImportError:  # pragma: no cover
-    from gzip import open as _gzip_open
+    _gzip_open = _std_gzip_open
 
 from engine.pipeline import Pipeline, Stats
 from engine.types import Reject
@@ -76,34 +78,51 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     path = Path(path)
     if not path.is_file():
         raise ReplayError(f"{path}: no such telemetry file")
-    n = nbytes = 0
+    at = [0, 0]  # physical lines and bytes handed on so far
     try:
         with open(path, "rb") as fh:
             magic = fh.read(2)
         packed = magic == b"\x1f\x8b"
         if not packed and magic and path.name.lower().endswith(".gz"):
             raise ValueError(f"named .gz but not gzip (starts with {magic!r})")
-        # Whole decompressed chunks split into lines in C; read1 hands over what was
-        # decompressed before an error, so only the broken chunk's last line is lost.
-        with (_gzip_open if packed else open)(path, "rb") as fh:
-            read, carry = fh.read1, b""
-            while chunk := read(READ_CHUNK):
-                if carry:
-                    chunk = carry + chunk
-                cut = chunk.rfind(b"\n") + 1
-                carry = chunk[cut:]
-                for line in io.BytesIO(chunk[:cut] if carry else chunk):
-                    n += 1
-                    nbytes += len(line)
+        try:
+            yield from _chunked_lines(path, _gzip_open if packed else open, at, skip=0)
+        except (OSError, EOFError, ValueError):
+            if not packed or _gzip_open is _std_gzip_open:
+                raise
+            # ISA-L checks a member's CRC in the same call that inflates its end, and the
+            # text of that call is lost; the standard module hands it over first. Read
+            # again past what was handed on, so a broken file gives all it can.
+            yield from _chunked_lines(path, _std_gzip_open, at, skip=at[0])
+    except (OSError, EOFError, ValueError) as exc:  # BadGzipFile is an OSError
+        raise FileBroken(FileFailure(path, at[0], at[1], f"{type(exc).__name__}: {exc}")) from None
+
+
+def _chunked_lines(path: Path, opener, at: list[int], *, skip: int) -> Iterator[tuple[int, bytes]]:
+    """numbered_lines' reading: whole decompressed chunks split into lines in C (read1
+    hands over what was decompressed before an error, so only a broken chunk is lost).
+    The first `skip` lines were handed on before; `at` counts what is handed on."""
+    n = 0
+    with opener(path, "rb") as fh:
+        read, carry = fh.read1, b""
+        while chunk := read(READ_CHUNK):
+            if carry:
+                chunk = carry + chunk
+            cut = chunk.rfind(b"\n") + 1
+            carry = chunk[cut:]
+            for line in io.BytesIO(chunk[:cut] if carry else chunk):
+                n += 1
+                if n > skip:
+                    at[0] = n
+                    at[1] += len(line)
                     if not line.isspace():  # (bytes.isspace: the same set as strip)
                         yield n, line
-            if carry:  # a last line without a newline
-                n += 1
-                nbytes += len(carry)
-                if not carry.isspace():
-                    yield n, carry
-    except (OSError, EOFError, ValueError) as exc:  # BadGzipFile is an OSError; zlib.error too (isal)
-        raise FileBroken(FileFailure(path, n, nbytes, f"{type(exc).__name__}: {exc}")) from None
+        if carry:  # a last line without a newline
+            n += 1
+            at[0] = n
+            at[1] += len(carry)
+            if not carry.isspace():
+                yield n, carry
 
 
 @dataclass
