@@ -15,11 +15,13 @@ RUN groupadd --system --gid 10001 fabric \
 WORKDIR /src
 # pyproject names README.md as the package readme: the build needs it.
 COPY pyproject.toml README.md ./
+COPY contract ./contract
 COPY engine ./engine
 COPY rules ./rules
 COPY models ./models
 COPY api ./api
 COPY sim ./sim
+COPY evaluation ./evaluation
 COPY cli ./cli
 COPY streams ./streams
 RUN pip install '.[postgres]' \

@@ -31,7 +31,7 @@ def cmd_replay(args) -> int:
     from engine.replay import replay
     from engine.topology import load_topology
 
-    from cli.run import load_models
+    from cli.run import failed_files_line, failure_dict, load_models, replay_exit_code
 
     topology = load_topology(args.topology)
     models = load_models(args.models)
@@ -44,10 +44,12 @@ def cmd_replay(args) -> int:
     db_url = _db(args)
     sink = StoreSink(db_url, topology=topology.to_dict())
     progress = Progress(enabled=False if args.quiet else None)
+    failures: list = []  # files that broke part-way (engine.replay.FileFailure): reported, then exit 1
     stats = replay(pipeline, args.files, sink=sink.write, speed=args.speed, rejects_path=args.rejects,
-                   progress=progress)
+                   progress=progress, on_file_error=failures.append)
     progress.done()
-    summary = stats.summary() | {"db": db_url, "rejects_file": str(args.rejects) if stats.rejects else None}
+    summary = stats.summary() | {"db": db_url, "rejects_file": str(args.rejects) if stats.rejects else None,
+                                 "failed_files": [failure_dict(f) for f in failures]}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -57,7 +59,9 @@ def cmd_replay(args) -> int:
         print(f"  rejected: {summary['rejected']}" + (f" {summary['rejects']} -> {args.rejects}" if summary["rejected"] else ""))
         print(f"  duplicates dropped: {summary['duplicates']}, counter resets: {summary['counter_resets']}, "
               f"ignored measurements: {summary['ignored_measurements'] or 0}, ignored fields: {summary['ignored_fields']}")
-    return 0
+    if failures:
+        print(failed_files_line(failures, total=len(args.files)), file=sys.stderr)
+    return replay_exit_code(failures)
 
 
 def _replay_to_kafka(args) -> int:
@@ -79,12 +83,17 @@ def _replay_to_kafka(args) -> int:
     ensure_topics(bootstrap=args.to_kafka, topics={args.topic: DEFAULT_PARTITIONS, args.jobs_topic: DEFAULT_PARTITIONS},
                   security=kafka)
     stats = publish_files(args.files, bootstrap=args.to_kafka, topic=args.topic, jobs_file=args.jobs,
-                          jobs_topic=args.jobs_topic, speed=args.speed, progress=progress, security=kafka)
+                          jobs_topic=args.jobs_topic, speed=args.speed, progress=progress, security=kafka,
+                          rejects_path=args.rejects)
     if show:
         sys.stderr.write("\n")
-    print(f"sent {stats.records:,} records and {stats.jobs} job snapshots to {args.to_kafka} "
-          f"({args.topic}; {stats.unkeyed} unreadable, sent for the workers to dead-letter)")
-    return 0
+    from cli.run import failed_files_line, replay_exit_code
+    print(f"sent {stats.records:,} records and {stats.jobs} job snapshots to {args.to_kafka} ({args.topic}); "
+          f"rejected {stats.rejected}" + (f" {dict(sorted(stats.rejects.items()))}" if stats.rejected else "")
+          + (f" -> {args.rejects}" if stats.rejected and args.rejects else ""))
+    if stats.failed_files:
+        print(failed_files_line(stats.failed_files, total=len(args.files)), file=sys.stderr)
+    return replay_exit_code(stats.failed_files)
 
 
 def cmd_train(args) -> int:

@@ -156,6 +156,7 @@ class SeriesState:
     # priorities it does not use), so reading them all at once would fail on every
     # record: this is the compute compiled for the counters it has (`compile_plan`).
     sparse: Callable | None = None
+    tally: list | None = None  # [counter values that were not numbers], shared by an extractor's series
 
 
 _NUMBERS = frozenset((int, float))
@@ -312,7 +313,8 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
             "        else:",
             "            resets += 1",
             f"            {r} = None",
-            "    else:",  # not a number (a string, a boolean): no rate, the previous value kept
+            "    else:",  # not a number (a string, a boolean): no rate, the previous value kept, counted
+            "        st.tally[0] += 1",
             f"        {r} = None",
             f"        {x} = {o}",
             "        keep = True",
@@ -409,6 +411,12 @@ class FeatureExtractor:
     counter_resets: int = 0
     _compute: dict[str, Callable] = field(default_factory=dict)
     _fresh: dict[str, tuple] = field(default_factory=dict)  # measurement -> no previous values
+    _tally: list = field(default_factory=lambda: [0])  # counter values that were not numbers (SeriesState.tally)
+
+    @property
+    def non_numeric(self) -> int:
+        """Counter values that were strings or booleans: no rate, never silently used."""
+        return self._tally[0]
 
     def __post_init__(self) -> None:
         self._compute = {m: self.compile(m) for m in self.plans}
@@ -433,7 +441,7 @@ class FeatureExtractor:
             return compute(metric.fields, metric.tags, None, 1.0)
         st = self.series.get(metric.series)
         if st is None:
-            st = self.series[metric.series] = SeriesState(metric.ts, fresh)
+            st = self.series[metric.series] = SeriesState(metric.ts, fresh, tally=self._tally)
             dt = 1.0  # no previous values: no rate yet
         else:
             dt = metric.ts - st.ts
@@ -460,4 +468,5 @@ class FeatureExtractor:
             measurement = key.split("|", 1)[0]
             if measurement in self._fresh:
                 values = st.values
-                self.series[key] = SeriesState(st.ts, tuple(values.get(c, NOT_YET) for c in self.plans[measurement].counters))
+                self.series[key] = SeriesState(st.ts, tuple(values.get(c, NOT_YET) for c in self.plans[measurement].counters),
+                                               tally=self._tally)

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
-import re
 from collections.abc import Iterable
 from datetime import datetime, timezone
-from itertools import product
 from pathlib import Path
 
+from engine.hostlist import HostlistError, expand
 from engine.types import Job
 
 TERMINAL_STATES = frozenset(
@@ -25,7 +23,6 @@ TERMINAL_STATES = frozenset(
 )
 _NO_NODES = frozenset({"", "(null)", "none", "none assigned", "n/a"})
 _NO_TIME = frozenset({"", "none", "unknown", "n/a", "null", "unlimited", "infinite"})
-MAX_HOSTLIST = 65536  # a longer expansion is a typo (gpu[1-1000000]), not a job
 
 
 class JobError(ValueError):
@@ -39,70 +36,12 @@ def job_sort_key(job_id: str) -> tuple[int, int, str]:
 
 # ------------------------------------------------------------------ hostlists
 
-_BRACKET = re.compile(r"\[([^\[\]]*)\]")
-
-
 def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm hostlist (`gpu[001-004,009],gpu011`, `r[1-2]n[01-02]`) in the
-    order written; a range keeps the zero padding of its lower bound."""
-    text = "".join(expr.split())
-    names: list[str] = []
-    for item in _split_top_level(text, expr=expr):
-        names.extend(_expand_item(item, expr=expr))
-        if len(names) > MAX_HOSTLIST:
-            raise JobError(f"hostlist {expr!r} expands to more than {MAX_HOSTLIST} hosts")
-    return names
-
-
-def _split_top_level(text: str, *, expr: str) -> list[str]:
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-            if depth > 1:
-                raise JobError(f"hostlist {expr!r}: nested '['")
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise JobError(f"hostlist {expr!r}: ']' without '['")
-        elif ch == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise JobError(f"hostlist {expr!r}: '[' without ']'")
-    items.append(text[start:])
-    if len(items) > 1 and any(not item for item in items):
-        raise JobError(f"hostlist {expr!r}: empty name between commas")
-    return [item for item in items if item]
-
-
-def _expand_item(item: str, *, expr: str) -> list[str]:
-    parts: list[list[str]] = []
-    pos = 0
-    for m in _BRACKET.finditer(item):
-        parts.append([item[pos : m.start()]])
-        parts.append(_expand_ranges(m.group(1), expr=expr))
-        pos = m.end()
-    parts.append([item[pos:]])
-    return ["".join(p) for p in product(*parts)]
-
-
-def _expand_ranges(body: str, *, expr: str) -> list[str]:
-    out: list[str] = []
-    for part in body.split(","):
-        lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise JobError(f"hostlist {expr!r}: bad range {part!r} (expected N or N-M)")
-        if not sep:
-            out.append(lo)
-            continue
-        first, last = int(lo), int(hi)
-        if last < first:
-            raise JobError(f"hostlist {expr!r}: range {part!r} runs backwards")
-        if last - first >= MAX_HOSTLIST:
-            raise JobError(f"hostlist {expr!r}: range {part!r} is longer than {MAX_HOSTLIST}")
-        out.extend(f"{n:0{len(lo)}d}" for n in range(first, last + 1))
-    return out
+    """Expand a Slurm hostlist in the order written (engine.hostlist); JobError says why not."""
+    try:
+        return expand(expr)
+    except HostlistError as exc:
+        raise JobError(str(exc)) from None
 
 
 # ----------------------------------------------------------------------- times
@@ -120,13 +59,15 @@ def epoch_seconds(value: object) -> float | None:
         text = value.strip()
         if text.lower() in _NO_TIME:
             return None
+        if not text.isascii():  # float() reads other scripts' digits too
+            raise JobError(f"bad time {text[:40]!r}: characters other than ASCII")
         try:
             return epoch_seconds(float(text))
         except ValueError:
             return _rfc3339(text)
     if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise JobError(f"bad time {value!r}")
+        if not -1e30 < value < 1e30:  # NaN, infinities, and integers float() cannot hold
+            raise JobError(f"bad time {repr(value)[:40]}")
         return _scale(float(value))
     raise JobError(f"bad time {value!r}")
 

@@ -18,6 +18,21 @@ except ImportError:  # pragma: no cover
     _fast_loads = json.loads
 _CHECK_FLOATS = _fast_loads is json.loads  # orjson refuses NaN and Infinity itself
 
+from engine.bounds import (
+    MAX_BATCH,
+    MAX_FIELDS,
+    MAX_KEY_CHARS,
+    MAX_LINE_BYTES,
+    MAX_STRING_CHARS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    check_sizes,
+    check_strings,
+    detail,
+    line_size,
+    too_deep,
+)
+from engine.jobs import JobError, job_from_placement
 from engine.types import Metric, Reject
 
 # Plausible event times: 2000-01-01 .. 2100-01-01. Anything else is a unit or clock bug.
@@ -33,6 +48,8 @@ def seconds(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("timestamp is a boolean")
     if isinstance(value, (int, float)):
+        if value.__class__ is int and not -1e30 < value < 1e30:  # (float() of a 400-digit int overflows)
+            raise ValueError(f"timestamp is an integer of {value.bit_length()} bits, beyond any unit")
         ts = float(value)
         if not _isfinite(ts):
             raise ValueError(f"timestamp is {value}")
@@ -45,19 +62,21 @@ def seconds(value: object) -> float:
             ts /= 1e3
     elif isinstance(value, str):
         text = value.strip()
+        if not text.isascii():  # float() and fromisoformat() read other scripts' digits too
+            raise ValueError(f"timestamp {detail(value)!r} has characters other than ASCII")
         try:
             ts = datetime.fromisoformat(text.replace("z", "Z")).timestamp()
         except ValueError:
             try:
                 return seconds(float(text))
             except ValueError:
-                raise ValueError(f"timestamp {value!r} is neither a number nor RFC 3339") from None
+                raise ValueError(f"timestamp {detail(value)!r} is neither a number nor RFC 3339") from None
         if datetime.fromisoformat(text.replace("z", "Z")).tzinfo is None:
-            raise ValueError(f"timestamp {value!r} has no time zone")
+            raise ValueError(f"timestamp {detail(value)!r} has no time zone")
     else:
         raise ValueError(f"timestamp has type {type(value).__name__}")
     if not MIN_TS <= ts <= MAX_TS:
-        raise ValueError(f"timestamp {value!r} is outside 2000..2100 in every unit")
+        raise ValueError(f"timestamp {detail(repr(value))} is outside 2000..2100 in every unit")
     return ts
 
 
@@ -94,23 +113,29 @@ _STRINGS = frozenset((str,))
 # alone decides every reject. Integers are bounded to int64 because orjson turns integers
 # beyond 64 bits into floats (msgspec would keep them ints); msgspec refuses NaN, Infinity
 # and numbers that overflow a double, as orjson does.
+# The size bounds of engine.bounds are msgspec constraints here (checked in C, the same
+# as check_sizes: a record breaking one goes to the general path, which names it).
 _Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_Key = Annotated[str, msgspec.Meta(max_length=MAX_KEY_CHARS)]
+_Name = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_KEY_CHARS)]
+_FieldText = Annotated[str, msgspec.Meta(max_length=MAX_STRING_CHARS)]
+_TagText = Annotated[str, msgspec.Meta(max_length=MAX_TAG_CHARS)]
 
 
 class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    name: str
+    name: _Name
     tags: msgspec.Raw  # its JSON text: checked and decoded once per distinct text (`_typed`)
-    fields: dict[str, _Int64 | float | str | bool]
+    fields: Annotated[dict[_Key, _Int64 | float | _FieldText | bool], msgspec.Meta(max_length=MAX_FIELDS)]
     timestamp: _Int64 | float
 
 
 class _Batch(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    metrics: list[_Record]
+    metrics: Annotated[list[_Record], msgspec.Meta(max_length=MAX_BATCH)]
 
 
 _decode_record = msgspec.json.Decoder(_Record).decode
 _decode_batch = msgspec.json.Decoder(_Batch).decode  # Telegraf's batch format, what the publisher sends
-_decode_tags = msgspec.json.Decoder(dict[str, str]).decode
+_decode_tags = msgspec.json.Decoder(Annotated[dict[_Key, _TagText], msgspec.Meta(max_length=MAX_TAGS)]).decode
 # (measurement, tags' JSON text) -> (tags, series key) of checked tags. Every record of a
 # series shares one tags dict (read-only from here on): its text is hashed, not rebuilt
 # and hashed as a dict of fresh strings, about a tenth of a worker's parse time.
@@ -119,6 +144,11 @@ _tags_memo: dict[tuple[str, bytes], tuple[dict[str, str], str]] = {}
 
 def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
     """One line of a recorded file (or one Kafka message value)."""
+    size = len(line)
+    if size > MAX_LINE_BYTES or (line.__class__ is not bytes and 4 * size > MAX_LINE_BYTES):
+        size = line_size(line)
+        if size > MAX_LINE_BYTES:  # refused before it is parsed (a str is measured as UTF-8)
+            return [], [Reject("line_too_long", f"a line of {size:,} bytes (at most {MAX_LINE_BYTES:,})", _text(line))]
     try:
         records = (_decode_record(line),)
     except Exception:  # any refusal (also a str msgspec cannot encode): a batch, or the general path
@@ -145,7 +175,7 @@ def _typed(records: list[_Record] | tuple[_Record, ...]) -> list[Metric] | None:
             seen = _check_tags(key)
             if seen is None:
                 return None
-        if not fields:
+        if not fields or name == JOB_PLACEMENT:  # (a job is checked by the general path)
             return None
         ts = rec.timestamp  # _event_time's integer cases inline: the call was a tenth of this loop
         if ts.__class__ is int:
@@ -190,7 +220,7 @@ def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
         try:
             doc = json.loads(line, parse_constant=_NonFinite)
         except (ValueError, UnicodeDecodeError) as exc:
-            return [], [Reject("bad_json", str(exc), _text(line))]
+            return [], [Reject("bad_json", detail(str(exc)), _text(line))]
         except RecursionError:  # orjson refuses nesting past 1024; json may run out of stack first
             return [], [Reject("bad_json", "nested too deeply to parse", _text(line))]
         return parse_document(doc, line, check_floats=True)
@@ -198,7 +228,7 @@ def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
         result = parse_metric(doc, check_floats=_CHECK_FLOATS)
         if result.__class__ is Metric:
             return [result], []
-        return [], [Reject(result[0], result[1], _text(line))]
+        return [], [Reject(result[0], detail(result[1]), _text(line))]
     return parse_document(doc, line, check_floats=_CHECK_FLOATS)
 
 
@@ -207,24 +237,31 @@ def parse_document(doc: object, raw: bytes | str = "", *, check_floats: bool = T
         result = parse_metric(doc, check_floats=check_floats)
         if result.__class__ is Metric:
             return [result], []
-        return [], [Reject(result[0], result[1], _text(raw))]
-    if isinstance(doc, dict) and "metrics" in doc and "name" not in doc:
-        batch = doc["metrics"]
-        if not isinstance(batch, list):
-            return [], [Reject("bad_batch", "'metrics' is not a list", _text(raw))]
-        items = batch
-    else:
-        items = [doc]
+        return [], [Reject(result[0], detail(result[1]), _text(raw))]
+    if not _is_batch(doc):
+        result = parse_metric(doc, check_floats=check_floats)
+        return ([result], []) if result.__class__ is Metric else ([], [Reject(result[0], detail(result[1]), _text(raw))])
+    items = doc["metrics"]
+    if not isinstance(items, list):
+        return [], [Reject("bad_batch", "'metrics' is not a list", _text(raw))]
+    if len(items) > MAX_BATCH:
+        return [], [Reject("batch_too_large", f"a batch of {len(items):,} metrics (at most {MAX_BATCH:,})", _text(raw))]
     metrics: list[Metric] = []
     rejects: list[Reject] = []
     for item in items:
-        result = parse_metric(item, check_floats=check_floats)
+        if _is_batch(item):  # Telegraf never nests batches: the publisher and the workers neither
+            result = "nested_batch", "a batch inside a batch"
+        else:
+            result = parse_metric(item, check_floats=check_floats)
         if isinstance(result, Metric):
             metrics.append(result)
         else:
-            reason, detail = result
-            rejects.append(Reject(reason, detail, _text(raw) if len(items) == 1 else _dump(item)))
+            rejects.append(Reject(result[0], detail(result[1]), _text(raw) if len(items) == 1 else _dump(item)))
     return metrics, rejects
+
+
+def _is_batch(item: object) -> bool:
+    return item.__class__ is dict and "metrics" in item and "name" not in item
 
 
 def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[str, str]:
@@ -249,7 +286,9 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
     if series is None:
         host = tags.get("host")
         if (not isinstance(host, str) or not host) and name != JOB_PLACEMENT:  # a job is not a device's record
-            return "missing_host", "'tags.host' is missing or not a non-empty string"
+            if host is None or host == "":
+                return "missing_host", "'tags.host' is missing or empty"
+            return "bad_host", f"'tags.host' is {type(host).__name__}, not a string"
         if not _STRINGS.issuperset(map(type, tags.values())):
             for k, v in tags.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -278,12 +317,26 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
                     fields[k] = float(v)
                 except OverflowError:
                     return "non_finite_field", f"field {k!r} is an integer of {v.bit_length()} bits, beyond a double's range"
+        # Only the standard parser lets a lone surrogate through (\ud800): never stored.
+        broken = check_strings(name, tags, fields)
+        if broken is not None:
+            return broken
+    broken = check_sizes(name, tags, fields)
+    if broken is not None:
+        return broken
+    if len(doc) > 4 and too_deep(doc):  # keys besides the envelope's are ignored, but bounded
+        return "too_deep", "containers nested deeper than a metric's envelope needs"
     ts = doc.get("timestamp", _MISSING)
     if ts is _MISSING:
         return "missing_timestamp", "'timestamp' is missing"
     ts = _event_time(ts)
     if ts.__class__ is tuple:
         return ts
+    if name == JOB_PLACEMENT:  # checked here, so a bad job is booked to its own line
+        try:
+            job_from_placement(tags=tags, fields=fields, ts=ts)
+        except JobError as exc:
+            return "bad_job", detail(str(exc))
     if series is None:
         series = _series_key(name, tags)
     return Metric(name, tags, fields, ts, series)  # positional: measurably faster here

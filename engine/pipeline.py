@@ -50,6 +50,7 @@ class Stats:
     ignored_fields: int = 0
     duplicates: int = 0
     counter_resets: int = 0
+    non_numeric_fields: int = 0  # counter values that were strings or booleans (no rate; counted, not used)
     symptoms: int = 0
     incidents_opened: int = 0
     incidents_resolved: int = 0
@@ -65,6 +66,7 @@ class Stats:
             "ignored_measurements": dict(sorted(self.ignored_measurements.items())),
             "ignored_fields": self.ignored_fields,
             "counter_resets": self.counter_resets,
+            "non_numeric_fields": self.non_numeric_fields,
             "symptoms": self.symptoms,
             "incidents_opened": self.incidents_opened,
             "incidents_resolved": self.incidents_resolved,
@@ -169,6 +171,7 @@ class DetectStage:
         self._next_tick = now + self.config.tick_s
         self.stats.watermark = now
         self.stats.counter_resets = self.detector.extractor.counter_resets
+        self.stats.non_numeric_fields = self.detector.extractor.non_numeric
 
     def finish(self) -> None:
         """End of input: release held records and run the timers past the last event time."""

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from gzip import open as _std_gzip_open
+
 try:  # ISA-L's inflate is about 2.5x zlib's; the standard gzip module is the fallback
     from isal.igzip import open as _gzip_open
 except ImportError:  # pragma: no cover
-    from gzip import open as _gzip_open
+    _gzip_open = _std_gzip_open
 
 from engine.pipeline import Pipeline, Stats
 from engine.types import Reject
@@ -39,20 +41,88 @@ def check_files(files: list[Path]) -> list[Path]:
     return paths
 
 
+@dataclass(frozen=True)
+class FileFailure:
+    """A telemetry file that broke part-way: how far it was read, and why it stopped.
+    The lines before the break were used."""
+
+    path: Path
+    lines: int  # physical lines read before the error (blank ones too)
+    bytes: int  # bytes of (decompressed) text read before the error
+    error: str
+
+    def describe(self) -> str:
+        return f"{self.path}: {self.error} (after {self.lines:,} lines, {self.bytes:,} bytes)"
+
+
+class FileBroken(ReplayError):
+    """Raised by `numbered_lines` after the last line it could read from a broken file."""
+
+    def __init__(self, failure: FileFailure):
+        self.failure = failure
+        super().__init__(failure.describe())
+
+
 def open_lines(path: Path) -> Iterator[bytes]:
-    """Lines of a recorded file; gzip is recognised by its magic bytes, not its name."""
+    """Non-blank lines of a recorded file; gzip is recognised by its magic bytes, not its
+    name. A file that breaks part-way raises FileBroken after its last good line."""
+    for _, line in numbered_lines(path):
+        yield line
+
+
+def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(physical line number, line) of every non-blank line (blank lines are counted,
+    not yielded: a reject names the line an editor shows). A corrupt, truncated or
+    unreadable file raises FileBroken after the last complete line read before the error;
+    a file named .gz that is not gzip raises it at once."""
     path = Path(path)
     if not path.is_file():
         raise ReplayError(f"{path}: no such telemetry file")
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    opener = _gzip_open if magic == b"\x1f\x8b" else open
-    # Iterating a GzipFile calls its Python-level readline per line; a BufferedReader
-    # over it splits lines in C from large decompressed chunks.
-    with opener(path, "rb") as raw, io.BufferedReader(raw, READ_CHUNK) as fh:
-        for line in fh:
-            if not line.isspace():  # blank lines are skipped (bytes.isspace: same set as strip)
-                yield line
+    at = [0, 0]  # physical lines and bytes handed on so far
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(2)
+        packed = magic == b"\x1f\x8b"
+        if not packed and magic and path.name.lower().endswith(".gz"):
+            raise ValueError(f"named .gz but not gzip (starts with {magic!r})")
+        try:
+            yield from _chunked_lines(path, _gzip_open if packed else open, at, skip=0)
+        except (OSError, EOFError, ValueError):
+            if not packed or _gzip_open is _std_gzip_open:
+                raise
+            # ISA-L checks a member's CRC in the same call that inflates its end, and the
+            # text of that call is lost; the standard module hands it over first. Read
+            # again past what was handed on, so a broken file gives all it can.
+            yield from _chunked_lines(path, _std_gzip_open, at, skip=at[0])
+    except (OSError, EOFError, ValueError) as exc:  # BadGzipFile is an OSError
+        raise FileBroken(FileFailure(path, at[0], at[1], f"{type(exc).__name__}: {exc}")) from None
+
+
+def _chunked_lines(path: Path, opener, at: list[int], *, skip: int) -> Iterator[tuple[int, bytes]]:
+    """numbered_lines' reading: whole decompressed chunks split into lines in C (read1
+    hands over what was decompressed before an error, so only a broken chunk is lost).
+    The first `skip` lines were handed on before; `at` counts what is handed on."""
+    n = 0
+    with opener(path, "rb") as fh:
+        read, carry = fh.read1, b""
+        while chunk := read(READ_CHUNK):
+            if carry:
+                chunk = carry + chunk
+            cut = chunk.rfind(b"\n") + 1
+            carry = chunk[cut:]
+            for line in io.BytesIO(chunk[:cut] if carry else chunk):
+                n += 1
+                if n > skip:
+                    at[0] = n
+                    at[1] += len(line)
+                    if not line.isspace():  # (bytes.isspace: the same set as strip)
+                        yield n, line
+        if carry:  # a last line without a newline
+            n += 1
+            at[0] = n
+            at[1] += len(carry)
+            if not carry.isspace():
+                yield n, carry
 
 
 @dataclass
@@ -104,9 +174,16 @@ def replay(
     rejects_path: Path | None = None,
     progress: Callable[[Stats], None] | None = None,
     batch: int = 2000,
+    on_file_error: Callable[[FileFailure], None] | None = None,
 ) -> Stats:
-    """Feed every line of `files` (in the order given) and flush incident changes to `sink`."""
+    """Feed every line of `files` (in the order given) and flush incident changes to `sink`.
+
+    A file that breaks part-way (corrupt or truncated gzip, unreadable) fails alone: the
+    lines read before the error are used, `on_file_error` is told, and the next file is
+    read. Without `on_file_error`, ReplayError names the broken files once all are read
+    (and their incidents flushed)."""
     files = check_files(files)
+    failures: list[FileFailure] = []
     pacer = Pacer(speed)
     writer = RejectWriter(rejects_path)
     pending: dict[str, dict] = {}
@@ -123,22 +200,27 @@ def replay(
     try:
         feed = pipeline.feed  # (bound once: the loop runs per line)
         for path in files:
-            for n, line in enumerate(open_lines(path), 1):
-                if feed(line):  # rejects wait (rare): the common line costs one test
-                    writer.write(pipeline.take_rejects(), source=f"{path}:{n}")
-                if n & 255 == 0:
-                    changes = pipeline.changes()
-                    for inc in changes:
-                        pending[inc["id"]] = inc
-                    now = time.monotonic()
-                    if len(pending) >= batch or (pending and now - last_flush >= 2.0):
-                        flush()  # in batches, and at least every 2 s so a paced replay shows up live
-                        last_flush = now
-                    if progress and now - last_report >= 0.5:
-                        progress(pipeline.stats)
-                        last_report = now
-                if speed and n & 15 == 0 and pipeline.stats.watermark:
-                    pacer.wait_for(pipeline.stats.watermark)
+            try:
+                for n, line in numbered_lines(path):
+                    if feed(line):  # rejects wait (rare): the common line costs one test
+                        writer.write(pipeline.take_rejects(), source=f"{path}:{n}")
+                    if n & 255 == 0:
+                        changes = pipeline.changes()
+                        for inc in changes:
+                            pending[inc["id"]] = inc
+                        now = time.monotonic()
+                        if len(pending) >= batch or (pending and now - last_flush >= 2.0):
+                            flush()  # in batches, and at least every 2 s so a paced replay shows up live
+                            last_flush = now
+                        if progress and now - last_report >= 0.5:
+                            progress(pipeline.stats)
+                            last_report = now
+                    if speed and n & 15 == 0 and pipeline.stats.watermark:
+                        pacer.wait_for(pipeline.stats.watermark)
+            except FileBroken as exc:
+                failures.append(exc.failure)
+                if on_file_error is not None:
+                    on_file_error(exc.failure)
         pipeline.finish()
         writer.write(pipeline.take_rejects(), source="end")
         for inc in pipeline.changes():
@@ -149,4 +231,7 @@ def replay(
         writer.close()
     if progress:
         progress(pipeline.stats)
+    if failures and on_file_error is None:
+        raise ReplayError(f"{len(failures)} of {len(files)} file(s) broke part-way (their good lines were used): "
+                          + "; ".join(f.describe() for f in failures))
     return pipeline.stats

@@ -1,10 +1,11 @@
 """Publish recorded telemetry (and job placements) to Kafka, keyed as Telegraf would.
 
-The pure part is `messages_of_line`: one recorded line -> the Kafka messages it becomes
+The pure part is `publishable` (`messages_of_line`: its messages): one recorded line -> the Kafka messages it becomes
 (contract section 1: one metric per message, key = its `host` tag; `job_placement`
-records go to the jobs topic keyed by job id). Lines that cannot be read are published
-unkeyed with their original bytes, so the workers dead-letter them with a reason: the
-publisher does not judge records, the pipeline does.
+records go to the jobs topic keyed by job id) and the records it rejects. It reads the
+line with the very function replay and the workers read it with (engine.normalize's
+`parse_line`), so it sends exactly what they would accept, each metric re-encoded from
+what was read; what they would reject goes to the rejects file, counted, never sent.
 
 `publish_files` is the adapter around it: read files, pace event time, send, count,
 and raise `PublishError` at the end if any message was not acknowledged.
@@ -12,18 +13,21 @@ and raise `PublishError` at the end if any message was not acknowledged.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
 from orjson import dumps, loads
 
+from engine.bounds import MAX_LINE_BYTES
 from engine.jobs import load_jobs
-from engine.normalize import seconds
-from engine.replay import Pacer, check_files, open_lines
-from engine.types import Job
+from engine.normalize import JOB_PLACEMENT, parse_line, seconds
+from engine.replay import FileBroken, FileFailure, Pacer, RejectWriter, check_files, numbered_lines, open_lines
+from engine.types import Job, Metric, Reject
 from streams.security import PLAINTEXT, KafkaSecurity
 from streams.topics import JOBS, TELEMETRY, KafkaUnavailable, parse_bootstrap
 
@@ -34,7 +38,8 @@ FLUSH_TIMEOUT_S = 120.0
 DEFAULT_BATCH = 200  # metrics of one host per message (about 200 KB of JSON)
 BATCH_BYTES = 256 * 1024  # ... and at most this much
 WINDOW_S = 3.0  # ... and at most this much of its event time (under the workers' 5 s lateness)
-MAX_MESSAGE_BYTES = 1_000_000  # under the broker's default max.message.bytes (1 MiB batches)
+MAX_REQUEST_BYTES = 1_048_576  # the producer's bound, under the broker's default max.message.bytes (1 MiB + 12)
+MAX_MESSAGE_BYTES = MAX_LINE_BYTES + 4096  # a value, with room for its key and the record's overhead
 
 
 class Message(NamedTuple):
@@ -53,6 +58,12 @@ class PublishStats:
     bytes: int = 0  # value bytes handed to the producer
     seconds: float = 0.0  # wall time so far
     failed: int = 0  # messages the broker did not acknowledge (or that could not be sent)
+    rejects: Counter = field(default_factory=Counter)  # records not sent, by reason (as replay names them)
+    failed_files: list[FileFailure] = field(default_factory=list)  # files that broke part-way
+
+    @property
+    def rejected(self) -> int:
+        return sum(self.rejects.values())
 
     @property
     def rate(self) -> float:
@@ -71,39 +82,49 @@ class PublishError(RuntimeError):
 # ------------------------------------------------------------------ the pure part
 
 
-def messages_of_line(line: bytes, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> list[Message]:
-    """The Kafka messages of one recorded line (one metric or a `{"metrics": [...]}` batch)."""
-    raw = line.strip() if line.__class__ is bytes else str(line).strip().encode()
-    try:
-        doc = loads(raw)
-    except ValueError:  # bad JSON, NaN literals, invalid UTF-8: the workers say which
-        return [Message(topic, None, raw)]
-    if doc.__class__ is dict and "metrics" in doc and "name" not in doc:
-        batch = doc["metrics"]
-        if batch.__class__ is not list:
-            return [Message(topic, None, raw)]
-        return [_message(item, None, topic, jobs_topic) for item in batch]
-    return [_message(doc, raw, topic, jobs_topic)]
+_BATCH = re.compile(rb'\{\s*"metrics"\s*:')  # (a batch of one is re-encoded: a batch is never a member)
 
 
-def _message(metric: object, raw: bytes | None, topic: str, jobs_topic: str) -> Message:
-    """One metric as a message. `raw` is the line it came from when it is the whole line:
-    then the line as written is the value (no re-encoding), else the compact JSON."""
-    value = raw if raw is not None else dumps(metric)
-    if metric.__class__ is not dict:
-        return Message(topic, None, value)
-    ts = metric.get("timestamp")
-    if metric.get("name") == "job_placement":  # no host tag: keyed by job id instead
-        job_id = _job_id(metric)
-        return Message(jobs_topic, job_id.encode() if job_id else None, value, ts)
-    tags = metric.get("tags")
-    host = tags.get("host") if tags.__class__ is dict else None
-    return Message(topic, host.encode() if host.__class__ is str and host else None, value, ts)
+class Publishable(NamedTuple):
+    messages: list[Message]
+    rejects: list[Reject]
 
 
-def _job_id(metric: dict) -> str:
+def messages_of_line(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> list[Message]:
+    """The Kafka messages of one recorded line (what `publishable` sends of it)."""
+    return publishable(line, topic=topic, jobs_topic=jobs_topic).messages
+
+
+def publishable(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> Publishable:
+    """The Kafka messages of one recorded line (one metric or a `{"metrics": [...]}`
+    batch) and the records of it that replay would reject (the same reasons). A line of
+    one metric is sent as written; a batch's members are re-encoded from what was read
+    (the timestamp in seconds), each a message of its own."""
+    metrics, rejects = parse_line(line)
+    if len(metrics) == 1 and not rejects:
+        raw = line.strip() if line.__class__ is bytes else str(line).strip().encode()
+        if raw[:1] == b"{" and not _BATCH.match(raw):  # (not after a BOM: it may join a batch)
+            return Publishable([_message(metrics[0], raw, topic, jobs_topic)], [])
+    out = []
+    for m in metrics:
+        value = dumps({"name": m.name, "tags": m.tags, "fields": m.fields, "timestamp": m.ts})
+        if len(value) > MAX_MESSAGE_BYTES:  # (re-encoded wider than it was written: rare, never sent)
+            rejects.append(Reject("message_too_large", f"{len(value):,} bytes as a message", m.series))
+            continue
+        out.append(_message(m, value, topic, jobs_topic))
+    return Publishable(out, rejects)
+
+
+def _message(m: Metric, value: bytes, topic: str, jobs_topic: str) -> Message:
+    if m.name == JOB_PLACEMENT:  # no host tag: keyed by job id instead
+        job_id = _job_id(m)
+        return Message(jobs_topic, job_id.encode() if job_id else None, value, m.ts)
+    return Message(topic, m.tags["host"].encode(), value, m.ts)
+
+
+def _job_id(metric: Metric) -> str:
     """The job id of a job_placement record (a field, or a tag), as engine.jobs reads it."""
-    fields, tags = metric.get("fields"), metric.get("tags")
+    fields, tags = metric.fields, metric.tags
     value = fields.get("job_id") if fields.__class__ is dict else None
     if value is None and tags.__class__ is dict:
         value = tags.get("job_id")
@@ -171,6 +192,7 @@ def publish_files(
     connect_timeout_s: float = 15,
     batch: int = DEFAULT_BATCH,
     security: KafkaSecurity | None = None,
+    rejects_path: Path | None = None,
 ) -> PublishStats:
     """Send every metric of `files` (in the order given) to `topic`, keyed by host, after
     the jobs of `jobs_file`; pace event time at `speed` x real time when set.
@@ -178,7 +200,11 @@ def publish_files(
     Metrics of one host within WINDOW_S of event time are sent together as
     `{"metrics": [...]}` messages of up to `batch` metrics (contract section 1), as
     Telegraf's batch format does: a stream processor pays per message, not per metric.
-    `batch=1` sends one metric a message."""
+    `batch=1` sends one metric a message.
+
+    Records replay would reject are not sent: they are counted (`stats.rejects`) and
+    written to `rejects_path` as replay writes them. A file that breaks part-way is
+    sent up to its error and listed in `stats.failed_files`; the next file is read."""
     paths = check_files(files)
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
@@ -191,20 +217,16 @@ def publish_files(
         sender.send_all(jobs)
         sender.flush()  # placements first, so a worker knows the jobs when telemetry arrives
         pacer = Pacer(speed) if speed else None
-        last_report = time.monotonic()
-        for path in paths:
-            for n, line in enumerate(open_lines(path), 1):
-                messages = messages_of_line(line, topic=topic, jobs_topic=jobs_topic)
-                if pacer is not None:
-                    batches.send()  # what is due goes out before the pacer waits
-                    _pace(pacer, messages)
-                batches.add(messages)
-                if n & 255 == 0 and progress is not None:
-                    now = time.monotonic()
-                    if now - last_report >= PROGRESS_EVERY_S:
-                        stats.seconds = now - sender.started
-                        progress(stats)
-                        last_report = now
+        reader = _Reader(batches=batches, pacer=pacer, progress=progress, writer=RejectWriter(rejects_path),
+                         topic=topic, jobs_topic=jobs_topic)
+        try:
+            for path in paths:
+                try:
+                    reader.read(path)
+                except FileBroken as exc:  # sent up to the error; the next file is read
+                    stats.failed_files.append(exc.failure)
+        finally:
+            reader.writer.close()
         batches.send()
         sender.flush()
     finally:
@@ -216,6 +238,38 @@ def publish_files(
             f"{stats.failed} of {stats.messages} messages were not acknowledged by "
             f"{bootstrap}: {sender.first_error!r}", stats=stats)
     return stats
+
+
+@dataclass
+class _Reader:
+    """Reads one file's lines into the batches: rejects written and counted, progress shown."""
+
+    batches: "_Batches"
+    pacer: Pacer | None
+    progress: Callable[[PublishStats], None] | None
+    writer: RejectWriter
+    topic: str
+    jobs_topic: str
+    last_report: float = 0.0
+
+    def read(self, path: Path) -> None:
+        batches, pacer, progress = self.batches, self.pacer, self.progress
+        stats = batches.sender.stats
+        for n, line in numbered_lines(path):
+            messages, rejects = publishable(line, topic=self.topic, jobs_topic=self.jobs_topic)
+            if rejects:
+                stats.rejects.update(r.reason for r in rejects)
+                self.writer.write(rejects, source=f"{path}:{n}")
+            if pacer is not None:
+                batches.send()  # what is due goes out before the pacer waits
+                _pace(pacer, messages)
+            batches.add(messages)
+            if n & 255 == 0 and progress is not None:
+                now = time.monotonic()
+                if now - self.last_report >= PROGRESS_EVERY_S:
+                    stats.seconds = now - batches.sender.started
+                    progress(stats)
+                    self.last_report = now
 
 
 class _Batches:
@@ -312,7 +366,7 @@ class _Sender:
             self.producer = KafkaProducer(
                 bootstrap_servers=bootstrap, client_id="fabric-rca-publish",
                 acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024,
-                max_request_size=MAX_MESSAGE_BYTES, compression_type=None,
+                max_request_size=MAX_REQUEST_BYTES, compression_type=None,
                 bootstrap_timeout_ms=int(connect_timeout_s * 1000), max_block_ms=30_000, request_timeout_ms=30_000,
                 **(security or PLAINTEXT).kafka_python(),
             )

@@ -4,7 +4,8 @@ KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_publish.py
 Without KAFKA_BOOTSTRAP the tests fail in CI (CI set) and are skipped elsewhere.
 
 Expectations are counted from the files with the standard json module, not with the
-publisher's own parsing.
+publisher's own parsing. Lines replay rejects are rejected by the publisher too (counted,
+written to its rejects file, never sent).
 """
 from __future__ import annotations
 
@@ -79,6 +80,18 @@ def is_job(m: object) -> bool:
     return isinstance(m, dict) and m.get("name") == "job_placement"
 
 
+def is_sent(m: object) -> bool:
+    """A telemetry metric of the odd file that replay accepts (not the garbage, not NO_HOST)."""
+    return isinstance(m, dict) and not is_job(m) and bool(m.get("tags", {}).get("host"))
+
+
+def as_read(m: dict) -> dict:
+    """A metric as the engine reads it: a batch member is sent with its time in seconds."""
+    from engine.normalize import seconds
+
+    return {**m, "timestamp": seconds(m["timestamp"])}
+
+
 @pytest.fixture(scope="module")
 def published(tmp_path_factory, kafka_bootstrap):
     """A link_flap scenario plus a file of odd lines, published once to fresh topics."""
@@ -107,10 +120,11 @@ def published(tmp_path_factory, kafka_bootstrap):
     assert ensure_topics(bootstrap=bootstrap, topics={telemetry: PARTITIONS, jobs: PARTITIONS},
                          timeout_s=15) == [telemetry, jobs]
     files = [recorded, odd]
-    stats = publish_files(files, bootstrap=bootstrap, topic=telemetry, jobs_topic=jobs,
+    stats = publish_files(files, bootstrap=bootstrap, topic=telemetry, jobs_topic=jobs, rejects_path=out / "rej.jsonl",
                           jobs_file=out / "jobs.jsonl", batch=1)  # one metric a message: checked one by one
     yield {
         "bootstrap": bootstrap, "stats": stats, "files": files, "jobs_file": out / "jobs.jsonl",
+        "rejects": out / "rej.jsonl",
         "telemetry": telemetry, "jobs": jobs,
         "got": consume_all(bootstrap, telemetry), "got_jobs": consume_all(bootstrap, jobs),
     }
@@ -157,7 +171,7 @@ def test_batches_carry_one_hosts_metrics_in_order(published, tmp_path):
 
 
 def test_every_metric_is_one_message_except_job_placements(published):
-    want = [m for f in published["files"] for m in metrics_in(f) if not is_job(m)]
+    want = [m for f in published["files"] for m in metrics_in(f) if is_sent(m)]
     assert len(published["got"]) == len(want)
     assert published["stats"].records == len(want)
     assert published["stats"].failed == 0
@@ -165,7 +179,7 @@ def test_every_metric_is_one_message_except_job_placements(published):
 
 def test_every_key_is_the_host_tag_of_its_value(published):
     keyed = [r for r in published["got"] if r.key is not None]
-    assert len(keyed) == len(published["got"]) - 2  # the garbage line and the metric without host
+    assert len(keyed) == len(published["got"])  # (the garbage line and the metric without host: rejected)
     for rec in keyed:
         assert rec.key == json.loads(rec.value)["tags"]["host"].encode()
 
@@ -174,13 +188,13 @@ def test_messages_of_one_host_arrive_in_file_order_in_one_partition(published):
     want: dict[str, list[object]] = defaultdict(list)
     for f in published["files"]:
         for m in metrics_in(f):
-            if isinstance(m, dict) and not is_job(m) and m.get("tags", {}).get("host"):
-                want[m["tags"]["host"]].append(m)
+            if is_sent(m):
+                want[m["tags"]["host"]].append(as_read(m))
     got: dict[str, list[object]] = defaultdict(list)
     partitions: dict[str, set[int]] = defaultdict(set)
     for rec in sorted(published["got"], key=lambda r: (r.partition, r.offset)):
         if rec.key is not None:
-            got[rec.key.decode()].append(json.loads(rec.value))
+            got[rec.key.decode()].append(as_read(json.loads(rec.value)))
             partitions[rec.key.decode()].add(rec.partition)
     assert len(want) > 10
     assert got == want
@@ -200,10 +214,12 @@ def test_job_records_land_on_the_jobs_topic_keyed_by_job_id(published):
     assert not any(is_job(json.loads(r.value)) for r in published["got"] if r.key is not None)
 
 
-def test_unreadable_lines_are_published_unkeyed_with_their_original_bytes(published):
-    unkeyed = sorted(r.value for r in published["got"] if r.key is None)
-    assert unkeyed == sorted([GARBAGE, NO_HOST])
-    assert published["stats"].unkeyed == 2
+def test_unreadable_lines_are_rejected_as_replay_rejects_them_and_not_sent(published):
+    assert not any(r.value in (GARBAGE, NO_HOST) for r in published["got"])
+    assert published["stats"].rejects == {"bad_json": 1, "missing_host": 1} and published["stats"].unkeyed == 0
+    written = [json.loads(x) for x in published["rejects"].read_text().splitlines()]
+    assert sorted((r["reason"], r["raw"].strip().encode()) for r in written) == [("bad_json", GARBAGE), ("missing_host", NO_HOST)]
+    assert {r["source"] for r in written} == {f"{published['files'][1]}:1", f"{published['files'][1]}:4"}
 
 
 def test_ensure_topics_creates_nothing_the_second_time(kafka_bootstrap):
@@ -252,19 +268,48 @@ def test_speed_paces_event_time_and_reports_progress(published):
     assert len(reports) >= 2 and reports[-1] is stats and stats.rate > 0
 
 
-def test_a_message_that_cannot_be_sent_is_counted_and_raised_not_lost(published, tmp_path):
-    from streams.publish import PublishError
-
+def test_a_line_over_the_bound_is_rejected_and_one_at_the_bound_delivered(published, tmp_path):
+    """A line over 1,000,000 bytes is replay's `line_too_long`: rejected, never sent (the
+    broker would refuse it); a line of exactly 1,000,000 bytes reaches the topic."""
     small = {"name": "switch_port", "tags": {"host": "leaf01"}, "fields": {"if_in_octets": 1}, "timestamp": 1764400000}
     huge = {**small, "fields": {"message": "x" * 1_500_000}}
+    at_bound = {**small, "fields": {f"m{i:02d}": "x" * 62_000 for i in range(16)}}
+    text = json.dumps(at_bound, separators=(",", ":"))
+    at_bound["fields"]["pad"] = "y" * (1_000_000 - len(text) - len(',"pad":""'))
+    exact = json.dumps(at_bound, separators=(",", ":")).encode()
+    assert len(exact) == 1_000_000
     path = tmp_path / "huge.jsonl"
-    path.write_bytes(b"\n".join(json.dumps(m).encode() for m in (small, huge, small)) + b"\n")
+    path.write_bytes(b"\n".join([json.dumps(small).encode(), json.dumps(huge).encode(), exact,
+                                  json.dumps(small).encode()]) + b"\n")
     topic = f"test-pub-{uuid.uuid4().hex[:10]}"
     ensure_topics(bootstrap=published["bootstrap"], topics={topic: 1}, timeout_s=15)
     try:
-        with pytest.raises(PublishError, match=r"^1 of 3 messages") as err:
-            publish_files([path], bootstrap=published["bootstrap"], topic=topic, jobs_topic=published["jobs"])
-        assert (err.value.stats.failed, err.value.stats.records) == (1, 3)
-        assert [json.loads(r.value) for r in consume_all(published["bootstrap"], topic)] == [small, small]
+        stats = publish_files([path], bootstrap=published["bootstrap"], topic=topic, jobs_topic=published["jobs"],
+                              rejects_path=tmp_path / "rej.jsonl")
+        assert (stats.failed, stats.records, stats.rejects) == (0, 3, {"line_too_long": 1})
+        got = [json.loads(r.value) for r in consume_all(published["bootstrap"], topic)]
+        assert [len(m["fields"]) for m in got] == [1, 17, 1]
     finally:
         _delete_topics(published["bootstrap"], [topic])
+
+
+def test_the_hostile_corpus_is_sent_and_rejected_as_replay_would(published, tmp_path):
+    """tests/corpus on the real broker: every message the publisher sends is delivered
+    (none refused), and it rejects what replay rejects, for the same reasons."""
+    from collections import Counter
+
+    from test_normalize import load_corpus
+
+    _, expected, hostile = load_corpus(tmp_path)
+    topic, jobs = f"test-corpus-{uuid.uuid4().hex[:10]}", f"test-corpus-jobs-{uuid.uuid4().hex[:10]}"
+    ensure_topics(bootstrap=published["bootstrap"], topics={topic: PARTITIONS, jobs: PARTITIONS}, timeout_s=15)
+    try:
+        stats = publish_files([hostile], bootstrap=published["bootstrap"], topic=topic, jobs_topic=jobs,
+                              rejects_path=tmp_path / "rej.jsonl")
+        got = consume_all(published["bootstrap"], topic) + consume_all(published["bootstrap"], jobs)
+    finally:
+        _delete_topics(published["bootstrap"], [topic, jobs])
+    assert stats.failed == 0
+    assert stats.rejects == Counter(r for e in expected for r in e["rejected"])
+    delivered = sum(len(json.loads(r.value).get("metrics", [None])) for r in got)
+    assert delivered == stats.records + stats.jobs == sum(e["accepted"] for e in expected)

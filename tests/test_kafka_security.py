@@ -20,7 +20,7 @@ from sqlmodel import Session
 
 from api.store.db import make_engine
 from api.store.repository import list_incidents
-from cli.run import replay_scenario
+from evaluation.scenarios import replay_scenario
 from streams import security
 from streams.topics import KafkaUnavailable, ensure_topics, pipeline_topics
 

@@ -411,3 +411,66 @@ def test_integers_past_64_bits_read_as_orjson_reads_them_on_every_path():
         stage.feed(rec % (str(10**400 + i * 10**395), T0 + i))
     stage.finish()
     assert stage.stats.rejects["non_finite_field"] == 12
+
+
+# ---------------------------------------------------------------- bounds and the hostile corpus
+
+
+def load_corpus(folder):
+    """The hostile corpus written into `folder`: (its lines, their expected outcomes)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("make_corpus", Path(__file__).parent / "corpus" / "make_corpus.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    hostile, expected = make.write_corpus(folder)
+    lines = hostile.read_bytes().split(b"\n")[:-1]
+    return lines, [json.loads(x) for x in expected.read_text().splitlines()], hostile
+
+
+def _corpus_outcome(metrics, rejects) -> tuple[int, list[str]]:
+    return len(metrics), sorted(r.reason for r in rejects)
+
+
+def test_every_line_of_the_hostile_corpus_gets_its_expected_outcome(tmp_path):
+    lines, expected, _ = load_corpus(tmp_path)
+    assert len(lines) == len(expected) >= 600 and len({e["kind"] for e in expected}) >= 30
+    for raw, want in zip(lines, expected):
+        metrics, rejects = parse_line(raw) if raw.strip() else ([], [])
+        assert _corpus_outcome(metrics, rejects) == (want["accepted"], want["rejected"]), want["kind"]
+        assert all(len(r.detail) <= 200 for r in rejects), want["kind"]  # bounded, never the whole value
+
+
+def test_a_detect_stage_books_each_corpus_reject_to_its_own_line_and_counts_non_numeric_counters(tmp_path):
+    from engine.pipeline import DetectStage
+    from rules.loader import load_rules
+
+    lines, expected, _ = load_corpus(tmp_path)
+    stage = DetectStage(rules=load_rules(None), roles={}, source="corpus")
+    for raw, want in zip(lines, expected):
+        if raw.strip():
+            stage.feed(raw)
+        assert sorted(r.reason for r in stage.take_rejects()) == want["rejected"], want["kind"]
+    stage.finish()
+    assert stage.take_rejects() == []  # nothing booked later (bad_job used to be, after reordering)
+    kinds = [e["kind"] for e in expected]
+    assert stage.stats.non_numeric_fields == kinds.count("accepted_string_counter") + kinds.count("accepted_bool_counter")
+
+
+@pytest.mark.parametrize(("reason", "raw"), [
+    ("bad_host", line(tags={"host": 7, "interface": "swp1"})),
+    ("bad_host", line(tags={"host": True})),
+    ("bad_string", line(tags={"host": "leaf01\ud800"})),
+    ("bad_timestamp", line(timestamp="\u0661\u0667\u0666\u0664\u0664\u0660\u0660\u0660\u0660\u0660")),
+    ("bad_timestamp", line().replace(str(T0), "1" + "0" * 400)),
+    ("nested_batch", json.dumps({"metrics": [{"metrics": [doc()]}]})),
+    ("too_deep", line(extra=[[[[1]]]])),
+    ("too_many_fields", line(fields={f"f{i}": i for i in range(1025)})),
+    ("key_too_long", line(fields={"k" * 257: 1})),
+    ("line_too_long", line(fields={"a": 1, "pad": "x" * 1_000_000})),
+])
+def test_bounds_and_types_are_rejected_with_their_own_reason(reason, raw):
+    metrics, rejects = parse_line(raw)
+    assert metrics == [] and [r.reason for r in rejects] == [reason]
+    assert len(rejects[0].detail) <= 200

@@ -17,6 +17,7 @@ from streams.publish import (
     PublishStats,
     job_messages,
     messages_of_line,
+    publishable,
     publish_files,
 )
 from streams.topics import ALL_TOPICS, DLQ, JOBS, TELEMETRY, KafkaUnavailable, ensure_topics, parse_bootstrap
@@ -84,65 +85,84 @@ def test_kafka_unavailable_names_the_address_and_the_fix():
 # ------------------------------------------------------------ messages_of_line
 
 
+def _read(doc: dict) -> dict:
+    """A metric as the engine reads it back (the timestamp in seconds)."""
+    return {**doc, "timestamp": doc["timestamp"] / 1.0}
+
+
 def test_one_metric_is_one_message_keyed_by_host_with_the_line_as_value():
     raw = line(metric("leaf01"))
-    [m] = messages_of_line(raw)
-    assert m == Message(TELEMETRY, b"leaf01", raw.strip(), T0)
+    [m], rejects = publishable(raw)
+    assert rejects == [] and m == Message(TELEMETRY, b"leaf01", raw.strip(), T0)
+    [m], _ = publishable(line({"metrics": [metric("leaf01")]}))  # a batch of one: its member
+    assert json.loads(m.value) == _read(metric("leaf01"))
 
 
 def test_a_batch_becomes_one_message_per_metric_in_order():
     batch = [metric("leaf01"), metric("gpu001", name="nic_port"), metric("leaf02")]
-    msgs = messages_of_line(line({"metrics": batch}))
+    msgs, _ = publishable(line({"metrics": batch}))
     assert [m.key for m in msgs] == [b"leaf01", b"gpu001", b"leaf02"]
-    assert [json.loads(m.value) for m in msgs] == batch
+    assert [json.loads(m.value) for m in msgs] == [_read(d) for d in batch]
     assert all(b" " not in m.value for m in msgs)  # compact JSON
 
 
-@pytest.mark.parametrize("raw", [
-    b"this is not json {",
-    b'{"name":"switch_port","tags":{"host":"leaf01"},"fields":{"x":NaN},"timestamp":1}',
-    b"\xff\xfe not utf-8",
-    b"[1, 2, 3]",
-    b'{"metrics": "not a list"}',
-    line(metric(None)),  # no host tag
-    line({"name": "switch_port", "tags": {"host": ""}, "fields": {"a": 1}, "timestamp": T0}),
-    line({"name": "switch_port", "tags": {"host": 7}, "fields": {"a": 1}, "timestamp": T0}),
-    line({"name": "switch_port", "tags": "leaf01", "fields": {"a": 1}, "timestamp": T0}),
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b"this is not json {", "bad_json"),
+    (b'{"name":"switch_port","tags":{"host":"leaf01"},"fields":{"x":NaN},"timestamp":1764400000}', "non_finite_field"),
+    (b"\xff\xfe not utf-8", "bad_json"),
+    (b"[1, 2, 3]", "not_an_object"),
+    (b'{"metrics": "not a list"}', "bad_batch"),
+    (line(metric(None)), "missing_host"),
+    (line({"name": "switch_port", "tags": {"host": ""}, "fields": {"a": 1}, "timestamp": T0}), "missing_host"),
+    (line({"name": "switch_port", "tags": {"host": 7}, "fields": {"a": 1}, "timestamp": T0}), "bad_host"),
+    (line({"name": "switch_port", "tags": "leaf01", "fields": {"a": 1}, "timestamp": T0}), "bad_tags"),
+    (line({"metrics": [{"metrics": [metric("leaf01")]}]}), "nested_batch"),
+    (line({**metric("leaf01"), "extra": [[[[1]]]]}), "too_deep"),
+    (b'{"name":"x","tags":{"host":"a"},"fields":{"a":1},"timestamp":1' + b"0" * 400 + b"}", "bad_timestamp"),
+    (line(metric("leaf01", pad="x" * 1_000_000)), "line_too_long"),
 ])
-def test_an_unreadable_line_is_published_unkeyed_with_its_original_bytes(raw):
-    [m] = messages_of_line(raw)
-    assert (m.topic, m.key, m.value) == (TELEMETRY, None, raw.strip())
+def test_a_line_replay_rejects_is_rejected_with_replays_reason_and_not_sent(raw, reason):
+    from engine.normalize import parse_line
+
+    msgs, rejects = publishable(raw)
+    assert msgs == [] and [r.reason for r in rejects] == [reason]
+    assert [r.reason for r in parse_line(raw)[1]] == [reason]  # one truth: replay's own reading
 
 
-def test_unkeyed_items_of_a_batch_keep_their_own_json():
-    msgs = messages_of_line(line({"metrics": [metric("leaf01"), metric(None), 42]}))
-    assert [m.key for m in msgs] == [b"leaf01", None, None]
-    assert json.loads(msgs[1].value) == metric(None)
-    assert msgs[2].value == b"42"
+def test_bad_members_of_a_batch_are_rejected_and_the_good_ones_sent():
+    msgs, rejects = publishable(line({"metrics": [metric("leaf01"), metric(None), 42]}))
+    assert [m.key for m in msgs] == [b"leaf01"]
+    assert sorted(r.reason for r in rejects) == ["missing_host", "not_an_object"]
+
+
+def test_a_member_nested_past_orjsons_limit_is_a_reject_not_a_crash():
+    deep = '{"name":"switch_port","tags":{"host":"leaf01"},"fields":{"a":1},"timestamp":%d,"x":%s}' % (
+        T0, "[" * 255 + "]" * 255)
+    msgs, rejects = publishable('{"metrics":[%s,%s]}' % (json.dumps(metric("leaf02")), deep))
+    assert [m.key for m in msgs] == [b"leaf02"] and [r.reason for r in rejects] == ["too_deep"]
 
 
 def test_job_placement_goes_to_the_jobs_topic_keyed_by_job_id():
     placement = {"name": "job_placement", "tags": {"scheduler": "slurm", "cluster": "c1", "host": "slurmctld"},
                  "fields": {"job_id": 4242.0, "nodes": "gpu[001-002]"}, "timestamp": T0}
-    [m] = messages_of_line(line(placement))
+    [m], _ = publishable(line(placement))
     assert (m.topic, m.key) == (JOBS, b"4242")
     no_id = {**placement, "fields": {"nodes": "gpu001"}}
-    [m] = messages_of_line(line(no_id))
-    assert (m.topic, m.key) == (JOBS, None)
-    [m] = messages_of_line(line({**placement, "tags": {"job_id": "77"}, "fields": {"nodes": "x"}}))
+    assert [r.reason for r in publishable(line(no_id)).rejects] == ["bad_job"]
+    [m], _ = publishable(line({**placement, "tags": {"job_id": "77"}, "fields": {"nodes": "x"}}))
     assert m.key == b"77"
 
 
 def test_topic_names_can_be_chosen():
     placement = {"name": "job_placement", "tags": {}, "fields": {"job_id": "1"}, "timestamp": T0}
-    msgs = messages_of_line(line({"metrics": [metric("leaf01"), placement]}), topic="t.tel", jobs_topic="t.jobs")
+    msgs, _ = publishable(line({"metrics": [metric("leaf01"), placement]}), topic="t.tel", jobs_topic="t.jobs")
     assert [(m.topic, m.key) for m in msgs] == [("t.tel", b"leaf01"), ("t.jobs", b"1")]
 
 
 def test_line_endings_and_str_input():
     doc = metric("spine01")
     for raw in (line(doc), line(doc)[:-1] + b"\r\n", line(doc)[:-1], line(doc).decode()):
-        [m] = messages_of_line(raw)
+        [m], _ = publishable(raw)
         assert m.key == b"spine01" and json.loads(m.value) == doc and not m.value.endswith(b"\n")
 
 
@@ -150,13 +170,13 @@ hosts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)
 
 
 @given(st.lists(st.one_of(hosts, st.none()), min_size=1, max_size=20))
-def test_invariant_every_metric_is_one_message_and_its_key_is_its_host(batch_hosts):
+def test_invariant_every_good_metric_is_one_message_keyed_by_its_host_and_the_others_rejects(batch_hosts):
     batch = [metric(h) for h in batch_hosts]
-    msgs = messages_of_line(line({"metrics": batch}))
-    assert len(msgs) == len(batch)
-    for h, m in zip(batch_hosts, msgs):
-        assert m.key == (None if h is None else h.encode())
-        assert json.loads(m.value) == metric(h)
+    msgs, rejects = publishable(line({"metrics": batch}))
+    assert len(msgs) + len(rejects) == len(batch)
+    assert [m.key for m in msgs] == [h.encode() for h in batch_hosts if h is not None]
+    assert [json.loads(m.value) for m in msgs] == [_read(metric(h)) for h in batch_hosts if h is not None]
+    assert {r.reason for r in rejects} <= {"missing_host"}
 
 
 # ---------------------------------------------------------------- jobs files
@@ -221,3 +241,28 @@ def test_an_squeue_job_without_any_time_is_stamped_with_the_document_time(tmp_pa
     os.utime(path, (T0, T0))
     [m] = job_messages(path)
     assert json.loads(m.value)["timestamp"] == T0  # a plausible event time, not 0
+
+
+def test_messages_of_line_is_what_publishable_sends():
+    raw = line({"metrics": [metric("leaf01"), metric(None)]})
+    assert messages_of_line(raw) == publishable(raw).messages and len(messages_of_line(raw)) == 1
+
+
+def test_the_publisher_gives_every_corpus_line_replays_outcome(tmp_path):
+    """tests/corpus: what the publisher sends and rejects of each line is what replay
+    must accept and reject (expected.jsonl), and every message fits the broker."""
+    from test_normalize import load_corpus
+
+    from streams.publish import MAX_MESSAGE_BYTES
+
+    lines, expected, _ = load_corpus(tmp_path)
+    for raw, want in zip(lines, expected):
+        msgs, rejects = publishable(raw) if raw.strip() else ([], [])
+        assert (len(msgs), sorted(r.reason for r in rejects)) == (want["accepted"], want["rejected"]), want["kind"]
+        assert all(len(m.value) <= MAX_MESSAGE_BYTES and m.key for m in msgs), want["kind"]
+
+
+def test_a_line_after_a_bom_is_re_encoded_so_a_batch_of_it_stays_json():
+    raw = b"\xef\xbb\xbf" + line(metric("leaf01"))
+    [m] = messages_of_line(raw)
+    assert m.value[:1] == b"{" and json.loads(b'{"metrics":[' + m.value + b"]}")["metrics"][0]["tags"]["host"] == "leaf01"

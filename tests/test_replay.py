@@ -73,3 +73,133 @@ def test_missing_telemetry_file_is_a_clear_error(tmp_path, capsys):
     topo.write_text('graph "f" {\n "leaf01" [function="leaf"]\n}\n')
     assert main(["replay", str(tmp_path / "nope.jsonl"), "--topology", str(topo), "--db", str(tmp_path / "x.db")]) == 2
     assert "nope.jsonl: no such telemetry file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ broken files, hostile input
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine.replay import FileBroken, numbered_lines
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _probe_lines(n: int) -> bytes:
+    """Records replay reads and no incident can come of (an unknown measurement)."""
+    return b"".join(json.dumps({"name": "corpus_probe", "tags": {"host": "probe01"}, "fields": {"v": i},
+                                "timestamp": T0}).encode() + b"\n" for i in range(n))
+
+
+def _broken_files(folder: Path) -> dict[str, Path]:
+    packed = gzip.compress(_probe_lines(5000))
+    bad_crc = bytearray(packed)
+    bad_crc[-6] ^= 0xFF  # the trailer's CRC
+    files = {"empty.gz": b"", "bad-crc.gz": bytes(bad_crc), "truncated.gz": packed[: len(packed) // 2],
+             "header-only.gz": packed[:10], "not-gzip.gz": b"PK\x03\x04 a zip, say\n"}
+    out = {}
+    for name, data in files.items():
+        out[name] = folder / name
+        out[name].write_bytes(data)
+    return out
+
+
+def test_a_broken_file_yields_its_good_lines_then_says_how_far_it_got(tmp_path):
+    files = _broken_files(tmp_path)
+    assert list(numbered_lines(files["empty.gz"])) == []  # empty is empty, whatever its name
+    for name, want_error in [("bad-crc.gz", "CRC"), ("truncated.gz", "ended before"),
+                             ("header-only.gz", "ended before"), ("not-gzip.gz", "not gzip")]:
+        got = []
+        with pytest.raises(FileBroken) as err:
+            for n, line in numbered_lines(files[name]):
+                got.append(n)
+        f = err.value.failure
+        assert f.path == files[name] and want_error in f.error and f.lines == len(got)
+        assert got == list(range(1, len(got) + 1))
+    # bad-crc: the lines decompressed before the trailer was checked were used
+    with pytest.raises(FileBroken) as err:
+        list(numbered_lines(files["bad-crc.gz"]))
+    assert err.value.failure.lines > 4000
+
+
+def test_reject_line_numbers_count_blank_lines(tmp_path):
+    topo = tmp_path / "t.dot"
+    topo.write_text('graph "f" {\n "leaf01" [function="leaf"]\n}\n')
+    tel = tmp_path / "tel.jsonl"
+    job = {"name": "job_placement", "tags": {}, "fields": {"job_id": "1", "nodes": "gpu[0-20000]x[0-20000]"},
+           "timestamp": T0}
+    tel.write_text("\n".join([_rec(1), "", "   ", "{bad", _rec(2), "", json.dumps(job), _rec(3)]) + "\n")
+    rejects = tmp_path / "rej.jsonl"
+    assert main(["replay", str(tel), "--topology", str(topo), "--db", str(tmp_path / "x.db"),
+                 "--rejects", str(rejects), "--quiet"]) == 0
+    written = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert [(r["source"], r["reason"]) for r in written] == [(f"{tel}:4", "bad_json"), (f"{tel}:7", "bad_job")]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+
+
+def _incidents(db: Path) -> list[dict]:
+    done = _cli("incidents", "--db", str(db), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _replay_cli(folder: Path, files: list[Path], db: Path, rejects: Path) -> subprocess.CompletedProcess:
+    return _cli("replay", *map(str, files), "--topology", str(folder / "topology.dot"), "--jobs",
+                str(folder / "jobs.jsonl"), "--db", str(db), "--rejects", str(rejects), "--quiet")
+
+
+@pytest.mark.slow
+def test_broken_files_fail_alone_and_the_good_files_incidents_are_stored(scenario_dir, tmp_path):
+    folder = scenario_dir("pfc_storm")
+    good = folder / "telemetry.jsonl.gz"
+    clean = _replay_cli(folder, [good], tmp_path / "clean.db", tmp_path / "r0.jsonl")
+    assert clean.returncode == 0, clean.stderr
+    want = _incidents(tmp_path / "clean.db")
+    assert want, "the scenario opens an incident"
+    broken = _broken_files(tmp_path)
+    files = [broken["empty.gz"], broken["bad-crc.gz"], broken["truncated.gz"], broken["not-gzip.gz"], good]
+    done = _replay_cli(folder, files, tmp_path / "mixed.db", tmp_path / "r1.jsonl")
+    assert done.returncode == 1, done.stderr
+    summary = [x for x in done.stderr.splitlines() if "file(s) failed" in x]
+    assert len(summary) == 1 and "3 of 5 file(s) failed" in summary[0]
+    for name, why in [("bad-crc.gz", "CRC check failed"), ("truncated.gz", "ended before"), ("not-gzip.gz", "not gzip")]:
+        assert f"{broken[name]}: " in summary[0] and why in summary[0]
+    assert "empty.gz:" not in summary[0]
+    assert _incidents(tmp_path / "mixed.db") == want
+
+
+@pytest.mark.slow
+def test_the_hostile_corpus_mixed_into_telemetry_gets_its_outcomes_and_changes_no_incident(scenario_dir, tmp_path):
+    from test_normalize import load_corpus
+
+    folder = scenario_dir("pfc_storm")
+    good = folder / "telemetry.jsonl.gz"
+    clean = _replay_cli(folder, [good], tmp_path / "clean.db", tmp_path / "r0.jsonl")
+    assert clean.returncode == 0, clean.stderr
+    _, expected, hostile = load_corpus(tmp_path / "corpus")
+    rejects = tmp_path / "r1.jsonl"
+    done = _replay_cli(folder, [hostile, good], tmp_path / "mixed.db", rejects)
+    assert done.returncode == 0, done.stderr
+    got: dict[int, list[str]] = {}
+    for rec in map(json.loads, rejects.read_text().splitlines()):
+        source, _, n = rec["source"].rpartition(":")
+        if source == str(hostile):
+            got.setdefault(int(n), []).append(rec["reason"])
+        assert len(rec["detail"]) <= 200
+    for want in expected:
+        assert sorted(got.get(want["line"], [])) == want["rejected"], want["kind"]
+    clean_rejects = Counter(json.loads(x)["reason"] for x in (tmp_path / "r0.jsonl").read_text().splitlines()) \
+        if (tmp_path / "r0.jsonl").exists() else Counter()
+    assert sum(len(v) for v in got.values()) == sum(len(e["rejected"]) for e in expected)
+    assert clean_rejects == Counter()  # the scenario itself is clean
+    assert _incidents(tmp_path / "mixed.db") == _incidents(tmp_path / "clean.db")
