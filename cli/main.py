@@ -177,16 +177,22 @@ def cmd_incidents(args) -> int:
 
     from api.format import incidents_table
     from api.store.db import create_schema, make_engine
-    from api.store.repository import list_incidents
+    from api.store.repository import count_incidents, list_incidents
 
     engine = make_engine(_db(args))
     create_schema(engine)
+    filters = {"status": args.status, "cause": args.cause}
     with Session(engine) as session:
-        found = list_incidents(session, status=args.status, cause=args.cause, limit=args.limit)
+        # one query (one snapshot): every match unless --limit, as the contract says
+        found = list_incidents(session, **filters, limit=args.limit)
+        total = len(found) if args.limit is None or len(found) < args.limit else count_incidents(session, **filters)
     if args.format == "json":
         print(json.dumps(found, indent=2))
     else:
         print(incidents_table(found) if found else "no incidents")
+    if total > len(found):
+        print(f"fabric-rca incidents: showing {len(found)} of {total} matching incidents (--limit {args.limit}); "
+              "drop --limit for all", file=sys.stderr)
     return 0
 
 
@@ -294,6 +300,16 @@ def _unit(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or more")
+    return value
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -344,7 +360,7 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--format", choices=("table", "json"), default="table")
     i.add_argument("--status", choices=("open", "resolved"))
     i.add_argument("--cause")
-    i.add_argument("--limit", type=int, default=100)
+    i.add_argument("--limit", type=_count, help="at most N incidents, newest first (default: every match)")
     i.set_defaults(fn=cmd_incidents)
 
     s = sub.add_parser("serve", help="serve the HTTP API")

@@ -1,11 +1,18 @@
-"""Prometheus text exposition of a worker's counters (no client library needed).
+"""Prometheus exposition of a worker's counters, rendered by prometheus-client.
 
 Counters come from the stages' own `Stats` and the correlator; lag comes from the
-consumer's positions. Rendering is a pure function so it can be tested on its own.
+consumer's positions. The worker's hot path only bumps its own counters: a
+`WorkerCollector` reads a `WorkerMetrics` snapshot at scrape time, in a registry of its
+own per app (several apps share one process in the tests, so never the global one).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 
 @dataclass
@@ -28,59 +35,83 @@ class WorkerMetrics:
     last_read_at: float | None = None  # Unix time stage 1 finished its latest telemetry message
 
 
-def _value(value: float) -> str:
-    """Exact: integers in full (`:g` would write 1234567 as 1.23457e+06) and floats as
-    Python's shortest round-trip form (a Unix time keeps its fraction)."""
-    if isinstance(value, int) or value.is_integer():
-        return str(int(value))
-    return repr(float(value))
+def _counter(name: str, help_: str, value: float) -> CounterMetricFamily:
+    """`name` ends in _total; prometheus-client strips it and the text format adds it back."""
+    return CounterMetricFamily(name, help_, value=value)
 
 
-def _line(name: str, value: float, labels: dict[str, str] | None = None) -> str:
-    if labels:
-        inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        return f"{name}{{{inner}}} {_value(value)}"
-    return f"{name} {_value(value)}"
+def _gauge(name: str, help_: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_, value=value)
+
+
+def _labelled(family: CounterMetricFamily | GaugeMetricFamily, label: str,
+              values: dict[str, int], empty: str) -> CounterMetricFamily | GaugeMetricFamily:
+    """One sample per label value, sorted; a single 0 sample labelled `empty` if none."""
+    for key, n in sorted(values.items()) or [(empty, 0)]:
+        family.add_metric([key], n)
+    return family
+
+
+def families(m: WorkerMetrics) -> Iterator[Metric]:
+    """The metric families of one snapshot, in exposition order (names, types, labels and
+    HELP texts are the contract of /metrics)."""
+    yield _counter("fabric_rca_records_total", "Telemetry records read by stage 1.", m.records)
+    yield _labelled(CounterMetricFamily("fabric_rca_rejects_total", "Unreadable records, by reason.",
+                                        labels=["reason"]), "reason", m.rejects, "none")
+    yield _counter("fabric_rca_dead_lettered_total", "Messages sent to the dead-letter topic.", m.dead_lettered)
+    yield _counter("fabric_rca_duplicates_total", "Duplicate records dropped.", m.duplicates)
+    yield _counter("fabric_rca_symptoms_total", "Symptoms raised by stage 1.", m.symptoms)
+    yield _counter("fabric_rca_incidents_opened_total", "Incidents published.", m.incidents_opened)
+    yield _counter("fabric_rca_incidents_resolved_total", "Incidents resolved.", m.incidents_resolved)
+    yield _counter("fabric_rca_incident_changes_total", "Incident changes stored and published.",
+                   m.incident_changes)
+    yield _counter("fabric_rca_stages_restored_total", "Stages resumed from a checkpoint.", m.stages_restored)
+    yield _labelled(GaugeMetricFamily("fabric_rca_consumer_lag_messages", "Messages not yet consumed, per partition.",
+                                      labels=["partition"]), "partition", m.consumer_lag, "none")
+    yield _gauge("fabric_rca_idle_partitions",
+                 "Telemetry partitions silent for longer than the idle limit; correlation does not wait for them.",
+                 m.idle_sources)
+    yield _counter("fabric_rca_late_events_total",
+                   "Stage events that arrived after correlation had passed their tick (from a partition that was idle, "
+                   "or a job placement published late), applied on arrival rather than in order.",
+                   m.late_events)
+    yield _gauge("fabric_rca_processing_delay_seconds",
+                 "Event time between the newest record read and what correlation has applied.", _delay(m))
+    yield _gauge("fabric_rca_first_read_timestamp_seconds",
+                 "Unix time this worker took its first telemetry message (0: none yet).", m.first_read_at or 0)
+    yield _gauge("fabric_rca_last_read_timestamp_seconds",
+                 "Unix time this worker finished its latest telemetry message (0: none yet); "
+                 "time() minus this is how long its telemetry has been silent.", m.last_read_at or 0)
+
+
+def _delay(m: WorkerMetrics) -> float:
+    if m.newest_event_time is None or m.applied_event_time is None:
+        return 0.0
+    return max(0.0, m.newest_event_time - m.applied_event_time)
+
+
+class WorkerCollector(Collector):
+    """Yields the families of `snapshot()` at each scrape."""
+
+    def __init__(self, snapshot: Callable[[], WorkerMetrics]):
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        return families(self._snapshot())
+
+
+def worker_registry(snapshot: Callable[[], WorkerMetrics]) -> CollectorRegistry:
+    """A registry of its own (not prometheus-client's global one) holding a WorkerCollector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(snapshot))
+    return registry
+
+
+def render_registry(registry: CollectorRegistry) -> str:
+    """The text exposition (format 0.0.4) of everything in `registry`."""
+    return generate_latest(registry).decode()
 
 
 def render(m: WorkerMetrics) -> str:
-    out: list[str] = []
-
-    def metric(name: str, kind: str, help_: str, samples: list[tuple[float, dict | None]]) -> None:
-        out.append(f"# HELP {name} {help_}")
-        out.append(f"# TYPE {name} {kind}")
-        out.extend(_line(name, v, lab) for v, lab in samples)
-
-    metric("fabric_rca_records_total", "counter", "Telemetry records read by stage 1.", [(m.records, None)])
-    metric("fabric_rca_rejects_total", "counter", "Unreadable records, by reason.",
-           [(n, {"reason": r}) for r, n in sorted(m.rejects.items())] or [(0, {"reason": "none"})])
-    metric("fabric_rca_dead_lettered_total", "counter", "Messages sent to the dead-letter topic.", [(m.dead_lettered, None)])
-    metric("fabric_rca_duplicates_total", "counter", "Duplicate records dropped.", [(m.duplicates, None)])
-    metric("fabric_rca_symptoms_total", "counter", "Symptoms raised by stage 1.", [(m.symptoms, None)])
-    metric("fabric_rca_incidents_opened_total", "counter", "Incidents published.", [(m.incidents_opened, None)])
-    metric("fabric_rca_incidents_resolved_total", "counter", "Incidents resolved.", [(m.incidents_resolved, None)])
-    metric("fabric_rca_incident_changes_total", "counter", "Incident changes stored and published.",
-           [(m.incident_changes, None)])
-    metric("fabric_rca_stages_restored_total", "counter", "Stages resumed from a checkpoint.",
-           [(m.stages_restored, None)])
-    metric("fabric_rca_consumer_lag_messages", "gauge", "Messages not yet consumed, per partition.",
-           [(n, {"partition": tp}) for tp, n in sorted(m.consumer_lag.items())] or [(0, {"partition": "none"})])
-    metric("fabric_rca_idle_partitions", "gauge",
-           "Telemetry partitions silent for longer than the idle limit; correlation does not wait for them.",
-           [(m.idle_sources, None)])
-    metric("fabric_rca_late_events_total", "counter",
-           "Stage events that arrived after correlation had passed their tick (from a partition that was idle, "
-           "or a job placement published late), applied on arrival rather than in order.",
-           [(m.late_events, None)])
-    if m.newest_event_time is not None and m.applied_event_time is not None:
-        delay = max(0.0, m.newest_event_time - m.applied_event_time)
-    else:
-        delay = 0.0
-    metric("fabric_rca_processing_delay_seconds", "gauge",
-           "Event time between the newest record read and what correlation has applied.", [(delay, None)])
-    metric("fabric_rca_first_read_timestamp_seconds", "gauge",
-           "Unix time this worker took its first telemetry message (0: none yet).", [(m.first_read_at or 0, None)])
-    metric("fabric_rca_last_read_timestamp_seconds", "gauge",
-           "Unix time this worker finished its latest telemetry message (0: none yet); "
-           "time() minus this is how long its telemetry has been silent.", [(m.last_read_at or 0, None)])
-    return "\n".join(out) + "\n"
+    """The text exposition of one snapshot."""
+    return render_registry(worker_registry(lambda: m))

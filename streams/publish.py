@@ -341,6 +341,15 @@ def _pace(pacer: Pacer, messages: list[Message]) -> None:
             return
 
 
+def key_partition(key: bytes, partitions: Iterable[int]) -> int:
+    """The partition kafka-python's DefaultPartitioner (and the Java client's) gives a
+    keyed message: murmur2 of the key, made positive, modulo the sorted partitions."""
+    from kafka.partitioner.default import murmur2
+
+    ordered = sorted(partitions)
+    return ordered[(murmur2(key) & 0x7FFFFFFF) % len(ordered)]
+
+
 class _Sender:
     """A KafkaProducer that counts what it sends and what fails. Keys map to partitions
     as the default partitioner maps them (murmur2), computed once per key."""
@@ -403,10 +412,7 @@ class _Sender:
             stats.bytes += len(value)
 
     def _partition(self, topic: str, key: bytes) -> int:
-        from kafka.partitioner.default import murmur2
-
-        partitions = sorted(self.producer.partitions_for(topic))
-        partition = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
+        partition = key_partition(key, self.producer.partitions_for(topic))
         self._partitions[(topic, key)] = partition
         return partition
 

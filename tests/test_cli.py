@@ -62,3 +62,59 @@ def test_every_command_runs_with_the_engines_gc_thresholds(capsys):
         assert gc.get_threshold() == GC_THRESHOLDS
     finally:
         gc.set_threshold(*before)
+
+
+def _stored_incidents(db, n: int) -> None:
+    """`n` open incidents, one a minute, through the store's repository."""
+    from datetime import datetime, timedelta, timezone
+
+    from sqlmodel import Session
+
+    from api.store import repository as repo
+    from api.store.db import create_schema, make_engine
+
+    def at(minute: int) -> str:
+        t = datetime(2025, 11, 29, 7, 0, tzinfo=timezone.utc) + timedelta(minutes=minute)
+        return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    incidents = [{
+        "id": f"inc-{k:012x}", "status": "open", "severity": "major", "opened_at": at(k), "updated_at": at(k),
+        "resolved_at": None, "detected_at": at(k), "title": f"pfc_storm on gpu{k:03d}:eth0",
+        "root_causes": [{"rank": 1, "cause": "pfc_storm", "entity": {"kind": "interface", "id": f"gpu{k:03d}:eth0"},
+                         "score": 0.9, "evidence": []}],
+        "affected_jobs": [], "symptoms": [],
+    } for k in range(n)]
+    engine = make_engine(f"sqlite:///{db}")
+    create_schema(engine)
+    with Session(engine) as session:
+        repo.upsert_incidents(session, incidents=incidents)
+        session.commit()
+
+
+def test_incidents_json_exports_every_incident_unless_limited(tmp_path, capsys):
+    import json
+
+    db = tmp_path / "store.db"
+    _stored_incidents(db, 160)  # more than the old silent cut at 100
+    assert main(["incidents", "--db", str(db), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    got = json.loads(out.out)
+    assert len(got) == 160 and len({i["id"] for i in got}) == 160 and out.err == ""
+    assert got[0]["id"] == "inc-00000000009f"  # newest first
+    assert main(["incidents", "--db", str(db), "--format", "json", "--limit", "150"]) == 0
+    out = capsys.readouterr()
+    assert len(json.loads(out.out)) == 150 and "showing 150 of 160" in out.err
+
+
+def test_incidents_table_says_when_limit_cuts_it_short(tmp_path, capsys):
+    db = tmp_path / "store.db"
+    _stored_incidents(db, 155)
+    assert main(["incidents", "--db", str(db)]) == 0
+    out = capsys.readouterr()
+    assert out.out.count("pfc_storm on gpu") == 155 and out.err == ""
+    assert main(["incidents", "--db", str(db), "--limit", "20"]) == 0
+    out = capsys.readouterr()
+    assert out.out.count("pfc_storm on gpu") == 20
+    assert "showing 20 of 155 matching incidents (--limit 20)" in out.err
+    assert main(["incidents", "--db", str(db), "--limit", "155"]) == 0  # exactly all: nothing to say
+    assert capsys.readouterr().err == ""

@@ -40,6 +40,39 @@ def test_delay_is_never_negative_and_zero_before_data():
     assert s["fabric_rca_processing_delay_seconds"] == 0
 
 
+def test_names_types_and_help_are_the_contract():
+    """prometheus-client strips a counter's _total and adds it back: the exposed names,
+    types and label sets stay exactly as the hand-written exposition had them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = render(WorkerMetrics(rejects={"bad_json": 1}))
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE"))
+    counters = ["records", "rejects", "dead_lettered", "duplicates", "symptoms", "incidents_opened",
+                "incidents_resolved", "incident_changes", "stages_restored", "late_events"]
+    gauges = ["consumer_lag_messages", "idle_partitions", "processing_delay_seconds",
+              "first_read_timestamp_seconds", "last_read_timestamp_seconds"]
+    assert types == {**{f"fabric_rca_{c}_total": "counter" for c in counters},
+                     **{f"fabric_rca_{g}": "gauge" for g in gauges}}
+    assert set(_samples(text)) == {f"fabric_rca_{c}_total" for c in counters if c != "rejects"} | {
+        'fabric_rca_rejects_total{reason="bad_json"}', 'fabric_rca_consumer_lag_messages{partition="none"}'} | {
+        f"fabric_rca_{g}" for g in gauges if g != "consumer_lag_messages"}
+    assert "_created" not in text
+    assert "# HELP fabric_rca_rejects_total Unreadable records, by reason.\n" in text
+    assert len(list(text_string_to_metric_families(text))) == len(types)
+
+
+def test_registry_reads_the_counters_at_scrape_time():
+    from streams.metrics import render_registry, worker_registry
+
+    live = WorkerMetrics()
+    registry = worker_registry(lambda: live)
+    assert _samples(render_registry(registry))["fabric_rca_records_total"] == 0
+    live.records = 7
+    assert _samples(render_registry(registry))["fabric_rca_records_total"] == 7
+    other = worker_registry(lambda: WorkerMetrics(records=1))  # registries do not share collectors
+    assert _samples(render_registry(other))["fabric_rca_records_total"] == 1
+
+
 def test_worker_logs_are_json_lines():
     import json
     import logging
