@@ -91,8 +91,9 @@ def encode(state: DetectCheckpoint | CorrelateCheckpoint) -> bytes:
     return zlib.compress(body, 1)  # state is repetitive (series keys, feature names)
 
 
-def decode(data: bytes, kind: str, *, limit: int = MAX_CHECKPOINT_BYTES) -> Any:
-    """The state of a checkpoint of `kind`, or CheckpointError saying why not."""
+def decode(data: bytes, kind: str, *, limit: int | None = None) -> Any:
+    """The state of a checkpoint of `kind`, or CheckpointError saying why not. `limit`
+    bounds the compressed and the inflated size (default MAX_CHECKPOINT_BYTES)."""
     if kind not in KINDS:
         raise CheckpointError(f"unknown checkpoint kind {kind!r} (known: {', '.join(KINDS)})")
     body = inflate(data, limit=limit)
@@ -116,9 +117,10 @@ def decode(data: bytes, kind: str, *, limit: int = MAX_CHECKPOINT_BYTES) -> Any:
         raise CheckpointError(f"{kind} checkpoint format {CHECKPOINT_VERSION} does not validate: {exc}") from None
 
 
-def inflate(data: bytes, *, limit: int = MAX_CHECKPOINT_BYTES) -> bytes:
+def inflate(data: bytes, *, limit: int | None = None) -> bytes:
     """zlib-inflate `data`, refusing input or output over `limit` bytes before it is all
     in memory (a small bomb inflates to gigabytes) and truncated or trailing data."""
+    limit = MAX_CHECKPOINT_BYTES if limit is None else limit
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CheckpointError(f"checkpoint is a {type(data).__name__}, not bytes")
     if len(data) > limit:
