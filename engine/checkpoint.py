@@ -86,7 +86,9 @@ _ENCODER = msgspec.msgpack.Encoder()
 
 
 def encode(state: DetectCheckpoint | CorrelateCheckpoint) -> bytes:
-    kind = next(k for k, t in KINDS.items() if isinstance(state, t))
+    kind = next((k for k, t in KINDS.items() if isinstance(state, t)), None)
+    if kind is None:
+        raise TypeError(f"not a stage checkpoint: {type(state).__name__}")
     body = _ENCODER.encode((Header(FORMAT, CHECKPOINT_VERSION, kind), state))
     return zlib.compress(body, 1)  # state is repetitive (series keys, feature names)
 
