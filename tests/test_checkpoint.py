@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from cli.run import build_pipeline, scenario_files
 from engine import checkpoint
 from engine.checkpoint import CHECKPOINT_VERSION, MAX_CHECKPOINT_BYTES, CheckpointError
+from engine.incidents import IncidentState
 from engine.order import Reorderer
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig
 from engine.replay import open_lines
@@ -370,3 +371,36 @@ def test_a_cut_while_symptoms_wait_for_their_tick_loses_none(material):
     whole = _events_and_incidents(lambda: _stages(files), lines, None)
     for cut in cuts:
         assert _events_and_incidents(lambda: _stages(files), lines, cut) == whole
+
+
+@slow
+def test_a_waiting_symptom_is_restored_as_the_active_one_not_a_copy(material):
+    files, lines = material
+    detect, _ = _stages(files)
+    for line in lines:
+        detect.feed(line)
+        detect.events()
+        d = detect.detector
+        if any(s is a for s in d._out for a in d.active.values()):
+            break
+    else:
+        pytest.fail("no active symptom ever waits for its tick")
+    restored, _ = _stages(files)
+    restored.restore(detect.snapshot())
+    d = restored.detector
+    assert [s.key for s in d._out] == [s.key for s in detect.detector._out]
+    assert any(s is a for s in d._out for a in d.active.values())
+
+
+def test_a_correlate_checkpoint_that_does_not_hold_together_leaves_the_stage_fresh():
+    stage = CorrelateStage(topology=load_topology(DATA / "air.dot"), rules=load_rules(None))
+    fresh = checkpoint.encode(stage.state())
+    state = stage.state()
+    hollow = IncidentState(id="inc-x", opened_at=1.0, updated_at=1.0, symptoms=[], status="open", detected_at=None,
+                           resolved_at=None, root_causes=[], affected_jobs=[], hosts_affected=0, severity="minor",
+                           received_at=0.0, can_open=False, dirty=True)
+    bad = msgspec.structs.replace(state, ticks={"p0": 5.0},
+                                  correlator=msgspec.structs.replace(state.correlator, open=[hollow]))
+    with pytest.raises(CheckpointError, match="incident inc-x without symptoms"):
+        stage.restore(checkpoint.encode(bad))
+    assert checkpoint.encode(stage.state()) == fresh
