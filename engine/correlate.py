@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
+import msgspec
+
+from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.impact import affected_jobs
-from engine.incidents import Incident, SeverityPolicy, incident_id
+from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_id
 from engine.jobs import JobBook
 from engine.rank import Context, explain, hypotheses, rank
 from engine.topology import Topology
@@ -32,6 +35,25 @@ class CorrelationConfig:
     min_score: float = 0.15  # publish only when the leading cause scores at least this
     surge_fraction: float = 0.5  # share of a job's hosts saturating that makes a job surge
     severity: SeverityPolicy = SeverityPolicy()
+
+
+class BookEntry(JobWire):
+    seen: float | None  # event time of the snapshot held, when known
+
+
+class CorrelatorState(msgspec.Struct, frozen=True):
+    """The correlator's state (a checkpoint); topology, rules and config come from the
+    worker's files. The job book is `JobBook.to_dict`'s form."""
+
+    watermark: float
+    open: list[IncidentState]
+    home: dict[str, str]  # symptom key -> incident id
+    saturated: dict[str, SymptomWire]
+    surges: dict[str, SymptomWire]
+    opened: int
+    resolved: int
+    jobs: list[BookEntry]
+    changes: list[dict[str, Any]]  # incident changes not yet drained (contract JSON)
 
 
 @dataclass
@@ -265,3 +287,20 @@ class Correlator:
         """Incident changes (contract JSON) since the last drain, in order."""
         out, self._changes = self._changes, []
         return out
+
+    def snapshot(self) -> CorrelatorState:
+        return CorrelatorState(
+            watermark=self.watermark, open=[inc.snapshot() for inc in self.open.values()], home=dict(self.home),
+            saturated={h: symptom_to_wire(x) for h, x in self.saturated.items()},
+            surges={j: symptom_to_wire(x) for j, x in self.surges.items()}, opened=self.opened,
+            resolved=self.resolved, jobs=self.jobs.to_dict()["jobs"], changes=list(self._changes))
+
+    def restore(self, state: CorrelatorState) -> None:
+        """Continue from `state`; ValueError (before any change) if it does not hold together."""
+        incidents = {st.id: Incident.restore(st) for st in state.open}
+        self.jobs = JobBook.from_dict({"jobs": state.jobs})
+        self.open, self.home = incidents, dict(state.home)
+        self.saturated = {h: symptom_from_wire(x) for h, x in state.saturated.items()}
+        self.surges = {j: symptom_from_wire(x) for j, x in state.surges.items()}
+        self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved
+        self._changes = list(state.changes)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Callable
 
+import msgspec
+
+from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
@@ -48,6 +52,37 @@ def end_all(symptoms: dict, out: list[Symptom]) -> None:
 
 def symptom_key(rule_id: str, entity_id: str, start: float) -> str:
     return f"{rule_id}@{entity_id}@{start:.3f}"
+
+
+Feature = bool | int | float | str | None
+
+
+class DetectorState(msgspec.Struct, frozen=True):
+    """The detector's state (a checkpoint). Its rules, roles and models come from the
+    worker's files; the feature memory is `FeatureState`, the models' `ScorerState`."""
+
+    active: list[tuple[str, str, SymptomWire]]  # rule id, entity id, its symptom
+    hits: list[tuple[str, str, list[tuple[float, dict[str, Feature]]]]]
+    last_seen: dict[str, float]
+    silent: dict[str, SymptomWire]
+    clock: float
+    unresolved_entities: int
+    # Not yet drained: a key is the active or silent symptom of that key (one object,
+    # still updated until drained), a symptom is one that ended.
+    out: list[str | SymptomWire]
+
+
+def pending_out(out: list[Symptom], live: Iterable[Symptom]) -> list[str | SymptomWire]:
+    ids = {id(s) for s in live}
+    return [s.key if id(s) in ids else symptom_to_wire(s) for s in out]
+
+
+def restore_out(out: list[str | SymptomWire], live: Iterable[Symptom]) -> list[Symptom]:
+    by_key = {s.key: s for s in live}
+    try:
+        return [by_key[x] if isinstance(x, str) else symptom_from_wire(x) for x in out]
+    except KeyError as exc:
+        raise ValueError(f"a pending symptom {exc} is neither active nor silent") from None
 
 
 @dataclass
@@ -205,3 +240,27 @@ class Detector:
         if self.models is not None:
             self.models.finish()
             self._out.extend(self.models.drain())
+
+    def snapshot(self) -> DetectorState:
+        live = [*self.active.values(), *self.silent.values()]
+        return DetectorState(
+            active=[(r, e, symptom_to_wire(s)) for (r, e), s in self.active.items()],
+            hits=[(r, e, [(ts, dict(f)) for ts, f in dq]) for (r, e), dq in self.hits.items()],
+            last_seen=dict(self.last_seen), silent={d: symptom_to_wire(s) for d, s in self.silent.items()},
+            clock=self.clock, unresolved_entities=self.unresolved_entities, out=pending_out(self._out, live))
+
+    def restore(self, state: DetectorState) -> None:
+        """Continue from `state`; ValueError (before any change) if it names a rule this
+        detector does not have."""
+        for rule, _, _ in [*state.active, *state.hits]:
+            if rule not in self._rules_of:
+                raise ValueError(f"the checkpoint holds state of rule {rule!r}, which is not loaded")
+        if any(not dq for _, _, dq in state.hits):
+            raise ValueError("the checkpoint holds an empty run of hits")
+        active = {(r, e): symptom_from_wire(s) for r, e, s in state.active}
+        silent = {d: symptom_from_wire(s) for d, s in state.silent.items()}
+        self._out = restore_out(state.out, [*active.values(), *silent.values()])
+        self.active, self.silent = active, silent
+        self.hits = {(r, e): deque((ts, dict(f)) for ts, f in dq) for r, e, dq in state.hits}
+        self.last_seen = dict(state.last_seen)
+        self.clock, self.unresolved_entities = state.clock, state.unresolved_entities

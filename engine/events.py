@@ -8,6 +8,7 @@ same incidents.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, NotRequired, TypedDict
 
 import orjson
 
@@ -36,12 +37,7 @@ class StageEvent:
         return (self.tick, 2, 0, "", 0)
 
     def to_bytes(self) -> bytes:
-        doc: dict = {"kind": self.kind, "tick": self.tick, "source": self.source}
-        if self.symptom is not None:
-            doc["symptom"] = symptom_to_wire(self.symptom)
-        if self.job is not None:
-            doc["job"] = job_to_dict(self.job)
-        return orjson.dumps(doc)
+        return orjson.dumps(event_to_wire(self))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "StageEvent":
@@ -61,6 +57,54 @@ def decode_batch(data: bytes) -> list[StageEvent]:
     return [StageEvent.from_bytes(data)]
 
 
+# The wire forms as types: what a checkpoint holds of events, symptoms and jobs, checked
+# field by field when it is read (engine.checkpoint).
+class SymptomWire(TypedDict):
+    key: str
+    kind: str
+    family: str
+    entity: tuple[str, str]
+    device: str
+    start: float
+    last: float
+    end: float | None
+    severity: float
+    metrics: dict[str, float]
+    rule: str
+
+
+class JobWire(TypedDict):
+    job_id: str
+    tenant: str
+    user: str
+    state: str
+    hosts: list[str]
+    storage: list[str] | None
+    start: float | None
+    end: float | None
+
+
+class EventWire(TypedDict):
+    kind: Literal["symptom", "job", "tick"]
+    tick: float
+    source: str
+    symptom: NotRequired[SymptomWire]
+    job: NotRequired[JobWire]
+
+
+def event_to_wire(e: StageEvent) -> dict:
+    doc: dict = {"kind": e.kind, "tick": e.tick, "source": e.source}
+    if e.symptom is not None:
+        doc["symptom"] = symptom_to_wire(e.symptom)
+    if e.job is not None:
+        doc["job"] = job_to_dict(e.job)
+    return doc
+
+
+def event_from_wire(doc: dict) -> StageEvent:
+    return _from_doc(doc)
+
+
 def _from_doc(doc: dict) -> StageEvent:
     return StageEvent(
         kind=doc["kind"], tick=float(doc["tick"]), source=doc.get("source", ""),
@@ -74,7 +118,7 @@ def symptom_to_wire(s: Symptom) -> dict:
     return {
         "key": s.key, "kind": s.kind, "family": s.family, "entity": [s.entity.kind, s.entity.id],
         "device": s.device, "start": s.start, "last": s.last, "end": s.end, "severity": s.severity,
-        "metrics": s.metrics, "rule": s.rule,
+        "metrics": dict(s.metrics), "rule": s.rule,
     }
 
 

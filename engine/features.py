@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Callable
 
+import msgspec
+
 from contract.measurements import DERIVED_FEATURES, JOB_MEASUREMENT, MEASUREMENTS, PRIOS, DerivedFeature, Measurement, known_features  # noqa: F401  (re-exported: the catalogue's home is contract/)
 
 
@@ -453,20 +455,35 @@ class FeatureExtractor:
             self.counter_resets += out[2]
         return out
 
-    def state(self) -> dict[str, SeriesState]:
-        """The counter memory with each series' values by counter name (what a snapshot
-        holds: independent of the plans, which come from the rules in force)."""
+    def snapshot(self) -> FeatureState:
+        """The counter memory with each series' values by counter name (independent of the
+        plans, which come from the rules in force) and the resets counted."""
         out = {}
         for key, st in self.series.items():
             counters = self.plans[key.split("|", 1)[0]].counters
-            out[key] = SeriesState(st.ts, {c: v for c, v in zip(counters, st.values) if v is not NOT_YET})
-        return out
+            out[key] = SeriesMemory(st.ts, {c: v for c, v in zip(counters, st.values) if v is not NOT_YET})
+        return FeatureState(out, self.counter_resets, self._tally[0])
 
-    def restore(self, series: dict[str, SeriesState]) -> None:
+    def restore(self, state: FeatureState) -> None:
+        """Continue from `state`: series of measurements the plans have no counters for
+        (rules changed since) are left out, counters the plans lack are not read."""
         self.series = {}
-        for key, st in series.items():
+        for key, st in state.series.items():
             measurement = key.split("|", 1)[0]
             if measurement in self._fresh:
                 values = st.values
                 self.series[key] = SeriesState(st.ts, tuple(values.get(c, NOT_YET) for c in self.plans[measurement].counters),
                                                tally=self._tally)
+        self.counter_resets = state.counter_resets
+        self._tally[0] = state.non_numeric
+
+
+class SeriesMemory(msgspec.Struct, frozen=True, array_like=True):
+    ts: float
+    values: dict[str, bool | int | float]  # counter -> its last value
+
+
+class FeatureState(msgspec.Struct, frozen=True):
+    series: dict[str, SeriesMemory]
+    counter_resets: int
+    non_numeric: int = 0  # counter values that were not numbers (Stats.non_numeric_fields)

@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+import msgspec
+
+from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.types import AffectedJob, RootCause, Symptom, rfc3339
 
 TITLES = {
@@ -95,3 +98,41 @@ class Incident:
             "affected_jobs": [j.to_dict() for j in self.affected_jobs],
             "symptoms": [s.to_dict() for s in symptoms],
         }
+
+    def snapshot(self) -> IncidentState:
+        return IncidentState(
+            id=self.id, opened_at=self.opened_at, updated_at=self.updated_at,
+            symptoms=[symptom_to_wire(s) for s in self.symptoms.values()], status=self.status,
+            detected_at=self.detected_at, resolved_at=self.resolved_at, root_causes=list(self.root_causes),
+            affected_jobs=list(self.affected_jobs), hosts_affected=self.hosts_affected, severity=self.severity,
+            received_at=self.received_at, can_open=self.can_open, dirty=self.dirty)
+
+    @classmethod
+    def restore(cls, st: IncidentState) -> Incident:
+        if not st.symptoms:
+            raise ValueError(f"the checkpoint holds incident {st.id} without symptoms")
+        symptoms = {s["key"]: symptom_from_wire(s) for s in st.symptoms}
+        return cls(id=st.id, opened_at=st.opened_at, updated_at=st.updated_at, symptoms=symptoms,
+                   status=st.status, detected_at=st.detected_at, resolved_at=st.resolved_at,
+                   root_causes=list(st.root_causes), affected_jobs=list(st.affected_jobs),
+                   hosts_affected=st.hosts_affected, severity=st.severity, received_at=st.received_at,
+                   can_open=st.can_open, dirty=st.dirty)
+
+
+class IncidentState(msgspec.Struct, frozen=True):
+    """An incident being correlated, as checkpoint data."""
+
+    id: str
+    opened_at: float
+    updated_at: float
+    symptoms: list[SymptomWire]
+    status: str
+    detected_at: float | None
+    resolved_at: float | None
+    root_causes: list[RootCause]
+    affected_jobs: list[AffectedJob]
+    hosts_affected: int
+    severity: str
+    received_at: float
+    can_open: bool
+    dirty: bool

@@ -19,9 +19,41 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+import msgspec
+
 from engine.types import Metric, Reject
 
 _ts = attrgetter("ts")
+
+
+class HeldRecord(msgspec.Struct, frozen=True, array_like=True):
+    """A record held for release, as checkpoint data."""
+
+    name: str
+    tags: dict[str, str]
+    fields: dict[str, bool | int | float | str]
+    ts: float
+    series: str
+
+    @classmethod
+    def of(cls, m: Metric) -> "HeldRecord":
+        return cls(m.name, dict(m.tags), dict(m.fields), m.ts, m.series)
+
+    def metric(self) -> Metric:
+        return Metric(self.name, dict(self.tags), dict(self.fields), self.ts, self.series)
+
+
+class ReorderState(msgspec.Struct, frozen=True):
+    """The reorderer's state (a checkpoint): its settings come from the worker's config."""
+
+    watermark: float
+    duplicates: int
+    held: list[HeldRecord]
+    new: list[HeldRecord]
+    newest: float
+    seen: list[tuple[str, float]]  # oldest first
+    prune_at: float
+    horizon: float
 
 
 @dataclass
@@ -72,12 +104,18 @@ class Reorderer:
         if self.stats is not None:
             self.stats.duplicates += 1
 
-    def __setstate__(self, state: dict) -> None:
-        """A snapshot of a version that kept every held record in arrival order (no `_new`)
-        restores them as new arrivals."""
-        if "_new" not in state:
-            state = state | {"_new": state["_held"], "_held": []}
-        self.__dict__.update(state)
+    def snapshot(self) -> ReorderState:
+        return ReorderState(self.watermark, self.duplicates, [HeldRecord.of(m) for m in self._held],
+                            [HeldRecord.of(m) for m in self._new], self._newest, list(self._seen),
+                            self._prune_at, self._horizon)
+
+    def restore(self, state: ReorderState) -> None:
+        """Continue from `state` (the duplicates counted into `stats` are the stage's)."""
+        self.watermark, self.duplicates = state.watermark, state.duplicates
+        self._held = sorted((r.metric() for r in state.held), key=_ts)  # (sorted: stable, and kept so)
+        self._new = [r.metric() for r in state.new]
+        self._newest, self._prune_at, self._horizon = state.newest, state.prune_at, state.horizon
+        self._seen = {k: k for k in state.seen}
 
     def flush(self) -> list[Metric]:
         """Release everything (end of a recorded file)."""

@@ -9,15 +9,15 @@ of hosts and stage 2 on the symptoms topic. Neither stage knows how it is fed.
 from __future__ import annotations
 
 import dataclasses
-import pickle
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Collection, Iterable
 
+from engine import checkpoint
+from engine.checkpoint import CheckpointError, CorrelateCheckpoint, DetectCheckpoint, StatsState
 from engine.correlate import CorrelationConfig, Correlator
 from engine.detect import Detector
-from engine.events import JOB, SYMPTOM, TICK, StageEvent
+from engine.events import JOB, SYMPTOM, TICK, StageEvent, event_from_wire, event_to_wire
 from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
 from engine.normalize import parse_line
@@ -71,6 +71,17 @@ class Stats:
             "incidents_opened": self.incidents_opened,
             "incidents_resolved": self.incidents_resolved,
         }
+
+    def snapshot(self) -> StatsState:
+        return StatsState(self.records, self.lines, dict(self.rejects), dict(self.ignored_measurements),
+                          self.ignored_fields, self.duplicates, self.counter_resets, self.symptoms,
+                          self.incidents_opened, self.incidents_resolved, self.watermark, self.non_numeric_fields)
+
+    def restore(self, state: StatsState) -> None:
+        """In place: the reorderer and the pipeline count into this object."""
+        for f in dataclasses.fields(self):
+            value = getattr(state, f.name)
+            setattr(self, f.name, Counter(value) if isinstance(value, dict) else value)
 
 
 def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
@@ -198,56 +209,48 @@ class DetectStage:
         return out
 
     # --- checkpoints -------------------------------------------------------------------
-    _STATE = ("stats", "reorder", "_unknown_fields", "_next_tick", "_events", "rejected")
-    _DETECTOR = ("active", "hits", "last_seen", "silent", "clock", "unresolved_entities")
-    _SCORER = ("cutter", "smoother", "streaks", "active", "online", "windows", "anomalies", "_out")
+    def state(self) -> DetectCheckpoint:
+        """All state, so a restarted worker continues exactly where this one was."""
+        d = self.detector
+        return DetectCheckpoint(
+            stats=self.stats.snapshot(), reorder=self.reorder.snapshot(), unknown_fields=dict(self._unknown_fields),
+            next_tick=self._next_tick, events=[event_to_wire(e) for e in self._events], rejected=list(self.rejected),
+            detector=d.snapshot(), features=d.extractor.snapshot(),
+            scorer=d.models.snapshot() if d.models is not None else None)
+
+    def load(self, state: DetectCheckpoint) -> None:
+        """Continue from `state`. ValueError if it does not fit this stage's rules and
+        models: the stage is then as it was."""
+        before = self.state()
+        try:
+            self._load(state)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._load(before)
+            raise CheckpointError(f"detect checkpoint does not fit this worker: {exc}") from None
+
+    def _load(self, state: DetectCheckpoint) -> None:
+        d = self.detector
+        if (state.scorer is None) != (d.models is None):
+            raise ValueError("written by a worker with models" if state.scorer is not None
+                             else "written by a worker without models")
+        d.restore(state.detector)
+        d.extractor.restore(state.features)
+        if d.models is not None:
+            d.models.restore(state.scorer)
+        self.stats.restore(state.stats)
+        self.reorder.restore(state.reorder)
+        self._unknown_fields, self._next_tick = dict(state.unknown_fields), state.next_tick
+        self._events = [event_from_wire(e) for e in state.events]
+        self.rejected = list(state.rejected)
 
     def snapshot(self) -> bytes:
-        """All state, so a restarted worker continues exactly where this one was. Rules,
-        roles and config are not in it: they come from the worker's own files."""
-        d = self.detector
-        return _dump({
-            "stage": {k: getattr(self, k) for k in self._STATE},
-            "detector": {k: getattr(d, k) for k in self._DETECTOR},
-            "series": d.extractor.state(), "resets": d.extractor.counter_resets,
-            # The models' run-time state; the trained models come from the worker's --models.
-            "scorer": {k: getattr(d.models, k) for k in self._SCORER} if d.models is not None else None,
-        })
+        """The state as a checkpoint (engine.checkpoint). Rules, roles, config and the
+        trained models are not in it: they come from the worker's own files."""
+        return checkpoint.encode(self.state())
 
     def restore(self, data: bytes) -> None:
-        state = _load(data)
-        for k, v in state["stage"].items():
-            setattr(self, k, v)
-        self.reorder.stats = self.stats  # (a snapshot of a version whose reorderer counted apart)
-        for k, v in state["detector"].items():
-            setattr(self.detector, k, v)
-        self.detector.extractor.restore(state["series"])
-        self.detector.extractor.counter_resets = state["resets"]
-        scorer = state.get("scorer")
-        if self.detector.models is not None and scorer is not None:
-            for k, v in scorer.items():
-                setattr(self.detector.models, k, v)
-            self.detector.models.restored()
-
-
-SNAPSHOT_VERSION = 1
-
-
-def _dump(state: dict) -> bytes:
-    """Pickled and compressed: stage state is repetitive (series keys, feature names)."""
-    return zlib.compress(pickle.dumps({"version": SNAPSHOT_VERSION, "state": state},
-                                      protocol=pickle.HIGHEST_PROTOCOL), 1)
-
-
-def _load(data: bytes) -> dict:
-    # Snapshots are written and read only by fabric-rca workers through an internal topic.
-    try:
-        doc = pickle.loads(zlib.decompress(data))  # noqa: S301
-    except (zlib.error, pickle.UnpicklingError, EOFError) as exc:
-        raise ValueError(f"not a fabric-rca snapshot: {exc}") from None
-    if doc.get("version") != SNAPSHOT_VERSION:
-        raise ValueError(f"snapshot version {doc.get('version')!r}; this worker reads {SNAPSHOT_VERSION}")
-    return doc["state"]
+        """Continue from a checkpoint; CheckpointError (the stage unchanged) if refused."""
+        self.load(checkpoint.decode(data, "detect"))
 
 
 class CorrelateStage:
@@ -325,20 +328,33 @@ class CorrelateStage:
     def changes(self) -> list[dict]:
         return self.correlator.drain()
 
-    _STATE = ("_pending", "_ticks", "_times", "applied_to", "duplicates", "late")
-    _CORRELATOR = ("watermark", "open", "home", "saturated", "surges", "opened", "resolved", "jobs", "_changes")
+    # --- checkpoints -------------------------------------------------------------------
+    def state(self) -> CorrelateCheckpoint:
+        return CorrelateCheckpoint(
+            pending=[event_to_wire(e) for e in self._pending], ticks=dict(self._ticks), times=sorted(self._times),
+            applied_to=self.applied_to, duplicates=self.duplicates, late=self.late,
+            correlator=self.correlator.snapshot())
+
+    def load(self, state: CorrelateCheckpoint) -> None:
+        before = self.state()
+        try:
+            self._load(state)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._load(before)
+            raise CheckpointError(f"correlate checkpoint does not fit this worker: {exc}") from None
+
+    def _load(self, state: CorrelateCheckpoint) -> None:
+        self.correlator.restore(state.correlator)
+        self._pending = [event_from_wire(e) for e in state.pending]
+        self._ticks, self._times = dict(state.ticks), set(state.times)
+        self.applied_to, self.duplicates, self.late = state.applied_to, state.duplicates, state.late
 
     def snapshot(self) -> bytes:
-        c = self.correlator
-        return _dump({"stage": {k: getattr(self, k) for k in self._STATE},
-                      "correlator": {k: getattr(c, k) for k in self._CORRELATOR}})
+        return checkpoint.encode(self.state())
 
     def restore(self, data: bytes) -> None:
-        state = _load(data)
-        for k, v in state["stage"].items():
-            setattr(self, k, v)
-        for k, v in state["correlator"].items():
-            setattr(self.correlator, k, v)
+        """Continue from a checkpoint; CheckpointError (the stage unchanged) if refused."""
+        self.load(checkpoint.decode(data, "correlate"))
 
 
 class Pipeline:

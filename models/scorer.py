@@ -16,12 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
-from engine.detect import end_all
+from engine.detect import end_all, pending_out, restore_out
+from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.types import Entity, Symptom
 from models.catalogue import BY_MEASUREMENT, CLASSES
-from models.windows import Smoother, WindowCutter, symptom_entity
+from models.windows import CutterState, Smoother, SmootherState, WindowCutter, symptom_entity
 
 if TYPE_CHECKING:  # the store imports scikit-learn; scoring itself needs only numpy
     from models.store import ModelSet
@@ -47,6 +49,20 @@ class _Streak:
     first: float  # start of its first anomalous window
     last: float  # end of its latest anomalous window
     count: int
+
+
+class ScorerState(msgspec.Struct, frozen=True):
+    """The models' run-time state (a checkpoint); the trained models come from the
+    worker's --models."""
+
+    cutter: CutterState
+    smoother: SmootherState
+    streaks: list[tuple[str, str, _Streak]]  # class, entity key, its run of anomalous windows
+    active: list[tuple[str, str, SymptomWire]]
+    online: dict[str, dict[str, tuple[list[float], list[float]]]]  # class -> key -> (median, scale)
+    windows: int
+    anomalies: int
+    out: list[str | SymptomWire]  # not yet drained (a key: the active symptom of that key)
 
 
 @dataclass
@@ -100,9 +116,33 @@ class ModelScorer:
             min((sym.last + clear for sym in self.active.values()), default=INF),
             min((st.last + w for key, st in self.streaks.items() if key not in self.active), default=INF))
 
-    def restored(self) -> None:
-        """The run-time state was replaced (a checkpoint): scan at the next tick."""
-        self._quiet_until = -INF
+    def snapshot(self) -> ScorerState:
+        return ScorerState(
+            cutter=self.cutter.snapshot(), smoother=self.smoother.snapshot(),
+            streaks=[(c, k, _Streak(st.first, st.last, st.count)) for (c, k), st in self.streaks.items()],
+            active=[(c, k, symptom_to_wire(s)) for (c, k), s in self.active.items()],
+            online={c: {k: (m.tolist(), sc.tolist()) for k, (m, sc) in d.items()} for c, d in self.online.items()},
+            windows=self.windows, anomalies=self.anomalies, out=pending_out(self._out, self.active.values()))
+
+    def restore(self, state: ScorerState) -> None:
+        """Continue from `state`; ValueError (before any change) if it does not fit the models."""
+        for cls, baselines in state.online.items():
+            model = self.models.classes.get(cls)
+            width = None if model is None else len(model.floors)
+            for key, (med, scale) in baselines.items():
+                if width is not None and not len(med) == len(scale) == width:
+                    raise ValueError(f"the checkpoint's online baseline of {cls} {key!r} has {len(med)} "
+                                     f"values; the model has {width}")
+        active = {(c, k): symptom_from_wire(s) for c, k, s in state.active}
+        out = restore_out(state.out, active.values())
+        self.cutter.restore(state.cutter)
+        self.smoother.restore(state.smoother)
+        self.streaks = {(c, k): _Streak(st.first, st.last, st.count) for c, k, st in state.streaks}
+        self.active, self._out = active, out
+        self.online = {c: {k: (np.asarray(m, dtype=float), np.asarray(sc, dtype=float)) for k, (m, sc) in d.items()}
+                       for c, d in state.online.items()}
+        self.windows, self.anomalies = state.windows, state.anomalies
+        self._quiet_until = -INF  # scan at the next tick
 
     def drain(self) -> list[Symptom]:
         out, self._out = self._out, []

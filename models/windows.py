@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
+import msgspec
 import numpy as np
 
 from models.catalogue import BY_MEASUREMENT, EWM_ALPHA, ModelClass
@@ -63,6 +64,7 @@ def _compile_accumulate(names: tuple[str, ...]):
 
 
 _ACCUMULATE = {c.name: _compile_accumulate(c.feature_names) for c in BY_MEASUREMENT.values()}
+_WIDTH = {c.name: len(c.feature_names) for c in BY_MEASUREMENT.values()}
 
 
 def vector(measurement: str, feats: dict) -> tuple:
@@ -94,7 +96,7 @@ class WindowCutter:
     slots: dict[str, Slot] = field(default_factory=dict)  # series -> slot
     # series -> add(vec): the class's accumulator bound to the series' slot, so the
     # detector adds a record in one lookup and one call (`adder`). Not part of the state
-    # (not pickled): rebuilt by `observe` on a series' next record.
+    # (not in a checkpoint): rebuilt by `observe` on a series' next record.
     adders: dict[str, Callable[[tuple], None]] = field(default_factory=dict, repr=False, compare=False)
 
     def observe(self, measurement: str, series: str, tags: dict, ts: float, vec: tuple) -> None:
@@ -115,8 +117,20 @@ class WindowCutter:
             add = self.adders[series] = partial(_ACCUMULATE[slot.cls], slot)
         add(vec)
 
-    def __getstate__(self) -> dict:
-        return self.__dict__ | {"adders": {}}
+    def snapshot(self) -> CutterState:
+        return CutterState(self.start, {k: Slot(s.cls, s.key, s.device, list(s.sums), list(s.counts), s.full)
+                                        for k, s in self.slots.items()})
+
+    def restore(self, state: CutterState) -> None:
+        """Continue from `state` (the accumulators are bound again at each series' next record)."""
+        for slot in state.slots.values():
+            if _WIDTH.get(slot.cls, -1) != len(slot.sums) or len(slot.sums) != len(slot.counts):
+                raise ValueError(f"the checkpoint holds a window slot of class {slot.cls!r} "
+                                 f"with {len(slot.sums)} sums and {len(slot.counts)} counts")
+        self.start = state.start
+        self.slots = {k: Slot(s.cls, s.key, s.device, list(s.sums), list(s.counts), s.full)
+                      for k, s in state.slots.items()}
+        self.adders = {}
 
     def due(self, now: float) -> bool:
         return self.start is not None and now >= self.start + self.window_s
@@ -195,3 +209,20 @@ class Smoother:
             counts.append(c)
         warm = np.asarray(counts) >= self.warmup
         return np.hstack([means, np.where(warm[:, None], ewm, NAN)])
+
+    def snapshot(self) -> SmootherState:
+        return SmootherState({k: list(v) for k, v in self.state.items()}, dict(self.seen))
+
+    def restore(self, state: SmootherState) -> None:
+        self.state = {k: list(v) for k, v in state.ewm.items()}
+        self.seen = dict(state.seen)
+
+
+class CutterState(msgspec.Struct, frozen=True):
+    start: float | None
+    slots: dict[str, Slot]  # series -> its sums for the open window
+
+
+class SmootherState(msgspec.Struct, frozen=True):
+    ewm: dict[str, list[float]]
+    seen: dict[str, int]
