@@ -186,8 +186,8 @@ def parse_time(name: str, value: str | None) -> datetime | None:
     """An RFC 3339 time or epoch seconds, as an aware UTC datetime; 422 names `name`.
 
     A naive time is taken as UTC; one that leaves the datetime range on conversion to
-    UTC (9999-12-31T23:59:59-01:00) is a 422 too. A `+hh:mm` offset that arrived as ` hh:mm` (an
-    unencoded `+` in a query string) is repaired.
+    UTC (9999-12-31T23:59:59-01:00) is a 422 too. A `+hh:mm` offset that arrived as
+    ` hh:mm` (an unencoded `+` in a query string) is repaired.
     """
     if value is None:
         return None
