@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -48,9 +50,27 @@ def create_app(*, db_url: str, topology: dict | None = None) -> FastAPI:
     app.state.store = Store(engine)
     app.state.topology = topology
     app.include_router(router)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StoreError, _database_unavailable)
     app.add_exception_handler(SQLAlchemyError, _database_unavailable)
     return app
+
+
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422, with the pattern and empty-string failures said in words."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [_worded(error) for error in exc.errors()]
+    return await request_validation_exception_handler(request, RequestValidationError(errors))
+
+
+def _worded(error: dict) -> dict:
+    name = error["loc"][-1] if error.get("loc") else "the value"
+    if error.get("type") == "string_pattern_mismatch":
+        return {**error, "msg": f"{name} must not contain control characters (U+0000-U+001F, U+007F-U+009F)"}
+    if error.get("type") == "string_too_short" and error.get("ctx", {}).get("min_length") == 1:
+        hint = " (leave it out to not filter on it)" if error["loc"][0] == "query" else ""
+        return {**error, "msg": f"{name} must not be empty{hint}"}
+    return error
 
 
 async def _database_unavailable(_request: Request, exc: Exception) -> JSONResponse:

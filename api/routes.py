@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -17,6 +17,9 @@ from sqlmodel import Session
 from api.schemas import CauseName, ErrorPublic, HealthPublic, IncidentPublic, IncidentStatus
 from api.store import repository
 from api.store.db import StoreError, create_schema
+from api.store.repository import MAX_OFFSET
+
+MAX_LIMIT = 1000
 
 
 class Store:
@@ -52,8 +55,31 @@ SessionDep = Annotated[Session, Depends(get_session)]
 
 router = APIRouter()
 
-_NOT_FOUND = {404: {"model": ErrorPublic, "description": "nothing with that id"}}
+_UNAVAILABLE = {503: {"model": ErrorPublic, "description": "the database is not usable"}}
+_NOT_FOUND = {404: {"model": ErrorPublic, "description": "nothing with that id"}, **_UNAVAILABLE}
 _TIME_HELP = "RFC 3339 time (e.g. 2025-11-29T07:08:10Z) or epoch seconds (e.g. 1764400090)"
+_PAGE_HEADERS = {
+    "X-Total-Count": {"description": "incidents matching the filters", "schema": {"type": "integer"}},
+    "Link": {"description": 'the next page, `<url>; rel="next"`, when there is one', "schema": {"type": "string"}},
+}
+
+# Every string parameter (query or path) is non-empty and free of control characters
+# (C0, DEL, C1): no stored id holds one, and PostgreSQL cannot even compare a NUL.
+# api/app.py words the pattern's 422 as "must not contain control characters".
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]+$"
+TIME_MAX_LENGTH = 64
+
+
+def _text(description: str) -> Any:
+    return Query(description=description, min_length=1, pattern=TEXT_PATTERN)
+
+
+def _time_query() -> Any:
+    return Query(description=_TIME_HELP, min_length=1, max_length=TIME_MAX_LENGTH, pattern=TEXT_PATTERN)
+
+
+def _id(description: str) -> Any:
+    return Path(description=description, min_length=1, pattern=TEXT_PATTERN)
 
 
 @router.get(
@@ -76,6 +102,7 @@ def healthz(store: StoreDep) -> Any:
 @router.get(
     "/incidents",
     response_model=list[IncidentPublic],
+    responses={200: {"description": "one page of incidents", "headers": _PAGE_HEADERS}, **_UNAVAILABLE},
     summary="Incidents, newest first",
     description=(
         "Filters combine with AND. `cause` matches any root cause, `entity` a root cause "
@@ -91,13 +118,13 @@ def list_incidents(
     session: SessionDep,
     status: Annotated[IncidentStatus | None, Query(description="open or resolved")] = None,
     cause: Annotated[CauseName | None, Query(description="a root cause (contract section 5)")] = None,
-    entity: Annotated[str | None, Query(description="an entity id or a device name")] = None,
-    job: Annotated[str | None, Query(description="an affected job id")] = None,
-    tenant: Annotated[str | None, Query(description="an affected job's tenant")] = None,
-    since: Annotated[str | None, Query(description=_TIME_HELP)] = None,
-    until: Annotated[str | None, Query(description=_TIME_HELP)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    entity: Annotated[str | None, _text("an entity id or a device name")] = None,
+    job: Annotated[str | None, _text("an affected job id")] = None,
+    tenant: Annotated[str | None, _text("an affected job's tenant")] = None,
+    since: Annotated[str | None, _time_query()] = None,
+    until: Annotated[str | None, _time_query()] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="incidents to skip")] = 0,
 ) -> list[dict]:
     since_at, until_at = parse_time("since", since), parse_time("until", until)
     if since_at and until_at and since_at > until_at:
@@ -121,7 +148,7 @@ def list_incidents(
     responses=_NOT_FOUND,
     summary="One incident",
 )
-def get_incident(incident_id: str, session: SessionDep) -> dict:
+def get_incident(incident_id: Annotated[str, _id("an incident id")], session: SessionDep) -> dict:
     incident = repository.get_incident(session, incident_id=incident_id)
     if incident is None:
         raise HTTPException(status_code=404, detail=f"no incident with id {incident_id!r}")
@@ -131,9 +158,10 @@ def get_incident(incident_id: str, session: SessionDep) -> dict:
 @router.get(
     "/jobs/{job_id}/incidents",
     response_model=list[IncidentPublic],
+    responses=_UNAVAILABLE,
     summary="Incidents that affected a job, newest first",
 )
-def job_incidents(job_id: str, session: SessionDep) -> list[dict]:
+def job_incidents(job_id: Annotated[str, _id("a job id")], session: SessionDep) -> list[dict]:
     return repository.job_incidents(session, job_id=job_id)
 
 
@@ -157,8 +185,9 @@ def topology(request: Request, session: SessionDep) -> dict:
 def parse_time(name: str, value: str | None) -> datetime | None:
     """An RFC 3339 time or epoch seconds, as an aware UTC datetime; 422 names `name`.
 
-    A naive time is taken as UTC. A `+hh:mm` offset that arrived as ` hh:mm` (an
-    unencoded `+` in a query string) is repaired.
+    A naive time is taken as UTC; one that leaves the datetime range on conversion to
+    UTC (9999-12-31T23:59:59-01:00) is a 422 too. A `+hh:mm` offset that arrived as
+    ` hh:mm` (an unencoded `+` in a query string) is repaired.
     """
     if value is None:
         return None
@@ -178,7 +207,10 @@ def parse_time(name: str, value: str | None) -> datetime | None:
         parsed = datetime.fromisoformat(text)
     except ValueError:
         raise _invalid(name, value, f"{name} must be an {_TIME_HELP}; got {value!r}") from None
-    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed
+    try:
+        return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+    except OverflowError:
+        raise _invalid(name, value, f"{name} {value!r} is out of range: it is not a time in UTC") from None
 
 
 def db_reason(exc: BaseException) -> str:

@@ -11,6 +11,11 @@ import httpx
 import uvicorn
 
 from api.app import create_app
+from api.http_limits import MAX_REQUEST_HEAD, BoundedH11Protocol
+
+# Both servers speak HTTP/1.1 through the bounded h11 protocol (api/http_limits.py):
+# an oversized request line or header is answered 414/431, never a reset connection.
+HTTP_OPTIONS = {"http": BoundedH11Protocol, "h11_max_incomplete_event_size": MAX_REQUEST_HEAD}
 
 
 def serve(
@@ -23,7 +28,7 @@ def serve(
 ) -> None:
     """Serve the API until interrupted (Ctrl-C / SIGTERM)."""
     app = create_app(db_url=db_url, topology=topology)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, **HTTP_OPTIONS)
 
 
 @contextmanager
@@ -40,7 +45,7 @@ def running_server(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", **HTTP_OPTIONS)
     server = uvicorn.Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name=f"fabric-rca-api-{port}", daemon=True

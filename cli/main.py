@@ -23,6 +23,7 @@ def _db(args) -> str:
 def cmd_replay(args) -> int:
     if args.to_kafka:
         return _replay_to_kafka(args)
+    from api.store.db import redacted_url
     from api.store.sink import StoreSink
     from cli.progress import Progress
     from cli.run import build_pipeline
@@ -48,12 +49,12 @@ def cmd_replay(args) -> int:
     stats = replay(pipeline, args.files, sink=sink.write, speed=args.speed, rejects_path=args.rejects,
                    progress=progress, on_file_error=failures.append)
     progress.done()
-    summary = stats.summary() | {"db": db_url, "rejects_file": str(args.rejects) if stats.rejects else None,
+    summary = stats.summary() | {"db": redacted_url(db_url), "rejects_file": str(args.rejects) if stats.rejects else None,
                                  "failed_files": [failure_dict(f) for f in failures]}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"replayed {summary['records']:,} records from {len(args.files)} file(s) into {db_url}")
+        print(f"replayed {summary['records']:,} records from {len(args.files)} file(s) into {summary['db']}")
         print(f"  incidents opened: {summary['incidents_opened']}, resolved: {summary['incidents_resolved']}, "
               f"symptoms: {summary['symptoms']}")
         print(f"  rejected: {summary['rejected']}" + (f" {summary['rejects']} -> {args.rejects}" if summary["rejected"] else ""))
@@ -198,11 +199,12 @@ def cmd_incidents(args) -> int:
 
 def cmd_serve(args) -> int:
     from api.server import serve
+    from api.store.db import redacted_url
     from engine.topology import load_topology
 
     topology = load_topology(args.topology).to_dict() if args.topology else None
     db_url = _db(args)
-    print(f"serving {db_url} on http://{args.host}:{args.port} (API docs: /docs)", file=sys.stderr)
+    print(f"serving {redacted_url(db_url)} on http://{args.host}:{args.port} (API docs: /docs)", file=sys.stderr)
     serve(db_url=db_url, host=args.host, port=args.port, topology=topology)
     return 0
 

@@ -1,7 +1,7 @@
 """One settings object for a worker process, built in `main` from flags and environment."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streams.security import PLAINTEXT, KafkaSecurity
@@ -11,7 +11,7 @@ from streams.topics import DLQ, INCIDENTS, JOBS, STATE, SYMPTOMS, TELEMETRY
 @dataclass(frozen=True)
 class WorkerSettings:
     bootstrap: str
-    db_url: str
+    db_url: str = field(repr=False)  # may hold a password: never in a log line or traceback
     topology: Path
     jobs_file: Path | None = None
     rule_files: tuple[Path, ...] = ()

@@ -14,10 +14,12 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session
 
+from api.routes import TEXT_PATTERN
 from api.schemas import CauseName
 from api.server import running_server
 from api.store import repository as repo
 from api.store.db import create_schema, make_engine
+from api.store.repository import MAX_OFFSET
 from engine.types import CAUSES
 
 T0 = datetime(2025, 11, 29, 7, 0, tzinfo=timezone.utc)
@@ -208,6 +210,54 @@ def test_422_names_the_parameter(api, query, parameter):
     assert error["loc"] == ["query", parameter]
 
 
+@pytest.mark.parametrize(
+    ("query", "parameter", "why"),
+    [
+        ({"offset": MAX_OFFSET + 1}, "offset", "less than or equal to 2147483647"),
+        ({"offset": 2**63 - 1}, "offset", "less than or equal"),  # was a reset connection on SQLite
+        ({"offset": 2**63}, "offset", "less than or equal"),  # was a 500 on SQLite, a 503 on PostgreSQL
+        ({"entity": "gpu\x00001"}, "entity", "control characters"),  # was a 503 on PostgreSQL
+        ({"job": "\x00"}, "job", "control characters"),
+        ({"tenant": "acme\n"}, "tenant", "control characters"),
+        ({"entity": "a\x7f"}, "entity", "control characters"),
+        ({"entity": "a\x85"}, "entity", "control characters"),  # C1 (NEL)
+        ({"since": "\x00"}, "since", "control characters"),
+        ({"until": "2025-11-29T07:00:00Z\x1f"}, "until", "control characters"),
+        ({"since": "9999-12-31T23:59:59-01:00"}, "since", "out of range"),  # was a 503: UTC overflow
+        ({"until": "0001-01-01T00:00:00+01:00"}, "until", "out of range"),
+        ({"since": "x" * 65}, "since", "at most 64 characters"),
+        ({"since": ""}, "since", "since must not be empty"),
+        ({"entity": ""}, "entity", "entity must not be empty"),
+        ({"job": ""}, "job", "job must not be empty"),
+    ],
+)
+def test_client_mistakes_are_422_saying_which_parameter_and_why(api, query, parameter, why):
+    response = api.get("/incidents", params=query)
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["query", parameter]
+    assert why in error["msg"]
+
+
+@pytest.mark.parametrize(
+    ("path", "parameter"),
+    [("/incidents/inc-%00", "incident_id"), ("/incidents/%01", "incident_id"), ("/jobs/42%00/incidents", "job_id")],
+)
+def test_control_characters_in_a_path_id_are_422(api, path, parameter):
+    response = api.get(path)
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"] == ["path", parameter]
+    assert f"{parameter} must not contain control characters" in error["msg"]
+
+
+def test_the_largest_offset_and_times_at_the_ends_of_the_range_are_served(api):
+    assert api.get("/incidents", params={"offset": MAX_OFFSET}).json() == []
+    assert ids(api.get("/incidents", params={"since": "9999-12-31T23:59:59Z"})) == [inc(5), inc(4), inc(2)]
+    assert ids(api.get("/incidents", params={"until": "0001-01-01T00:00:00Z"})) == []
+    assert ids(api.get("/incidents", params={"entity": "gpu002:eth1 ünïcode"})) == []
+
+
 def test_422_for_a_time_says_the_accepted_formats(api):
     [error] = api.get("/incidents", params={"since": "yesterday"}).json()["detail"]
     assert "since" in error["msg"] and "RFC 3339" in error["msg"] and "epoch seconds" in error["msg"]
@@ -234,6 +284,23 @@ def test_openapi_lists_the_routes(api):
     for name in ("IncidentPublic", "RootCausePublic", "EntityPublic", "AffectedJobPublic", "SymptomPublic"):
         assert name in spec["components"]["schemas"]
     assert api.get("/docs").status_code == 200
+
+
+def test_openapi_states_the_bounds_of_every_parameter(api):
+    spec = api.get("/openapi.json").json()
+    listing = spec["paths"]["/incidents"]["get"]
+    params = {p["name"]: p["schema"] for p in listing["parameters"]}
+    assert params["offset"]["maximum"] == MAX_OFFSET and params["offset"]["minimum"] == 0
+    assert params["limit"] == {"type": "integer", "maximum": 1000, "minimum": 1, "default": 50, "title": "Limit"}
+    for name in ("entity", "job", "tenant", "since", "until"):
+        [text] = [s for s in params[name]["anyOf"] if s["type"] == "string"]
+        assert text["minLength"] == 1 and text["pattern"] == TEXT_PATTERN, name
+    for path in ("/incidents/{incident_id}", "/jobs/{job_id}/incidents"):
+        [param] = spec["paths"][path]["get"]["parameters"]
+        assert param["schema"]["minLength"] == 1 and param["schema"]["pattern"] == TEXT_PATTERN
+    for path in ("/incidents", "/incidents/{incident_id}", "/jobs/{job_id}/incidents", "/topology"):
+        assert "503" in spec["paths"][path]["get"]["responses"], path
+    assert set(listing["responses"]["200"]["headers"]) == {"X-Total-Count", "Link"}
 
 
 # ---------------------------------------------------------------- other servers

@@ -320,6 +320,28 @@ def test_paging(session, stored):
         repo.list_incidents(session, offset=-1)
 
 
+def test_reads_refuse_what_no_database_can_answer(session, stored):
+    assert repo.list_incidents(session, offset=repo.MAX_OFFSET, limit=repo.MAX_OFFSET) == []
+    with pytest.raises(ValueError, match=r"in \[0, 2147483647\].*offset=9223372036854775808"):
+        repo.list_incidents(session, offset=2**63)
+    with pytest.raises(ValueError, match="limit"):
+        repo.list_incidents(session, limit=2**31)
+    for filters in ({"entity": "gpu\x00"}, {"job": "\x00"}, {"tenant": "a\x00b"}):
+        with pytest.raises(ValueError, match=f"{next(iter(filters))} .* NUL character"):
+            repo.list_incidents(session, **filters)
+    with pytest.raises(ValueError, match="incident_id .* NUL"):
+        repo.get_incident(session, incident_id="inc-\x00")
+    with pytest.raises(ValueError, match="job .* NUL"):
+        repo.job_incidents(session, job_id="\x00")
+    late = datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-1)))
+    with pytest.raises(ValueError, match="since 9999-12-31T23:59:00-01:00 is outside"):
+        repo.count_incidents(session, since=late)
+    early = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))
+    with pytest.raises(ValueError, match="until 0001-01-01T00:00:00\\+01:00 is outside"):
+        repo.list_incidents(session, until=early)
+    assert ids(repo.list_incidents(session, until=datetime.min.replace(tzinfo=timezone.utc))) == []
+
+
 def test_job_incidents(session, stored):
     assert ids(repo.job_incidents(session, job_id="100")) == [inc(2), inc(1)]
     assert repo.job_incidents(session, job_id="nope") == []

@@ -7,6 +7,7 @@ path means a SQLite file.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,10 +39,22 @@ def resolve_db_url(flag: str | None, env: Mapping[str, str]) -> str:
     return f"sqlite:///{value}"
 
 
+def redacted_url(url: str | URL) -> str:
+    """`url` fit to print or log: its password, if any, shown as `***`.
+
+    The one way every command, log and summary shows a database URL. A URL SQLAlchemy
+    cannot parse still loses whatever sits between `user:` and `@`.
+    """
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError, TypeError):
+        return re.sub(r"(://[^/:@]*:)[^/]*@", r"\1***@", str(url))
+
+
 def make_engine(url: str) -> Engine:
     """An engine for `url`; for SQLite, shareable across threads, in WAL mode."""
     parsed = _parse(url)
-    shown = parsed.render_as_string(hide_password=True)
+    shown = redacted_url(parsed)
     kwargs: dict[str, Any] = {}
     sqlite = parsed.get_backend_name() == "sqlite"
     if sqlite:
@@ -80,20 +93,20 @@ def create_schema(engine: Engine) -> None:
             # exist?" and "create it": the loser sees "already exists"; look again.
             if "already exists" in str(exc) and attempt < 2:
                 continue
-            shown = engine.url.render_as_string(hide_password=True)
+            shown = redacted_url(engine.url)
             raise StoreError(f"database URL {shown!r}: cannot create the schema: {exc}") from exc
 
 
 def _parse(url: str) -> URL:
     if not url or "://" not in url:
         raise StoreError(
-            f"database URL {url!r}: not a URL (expected e.g. sqlite:///fabric-rca.db "
+            f"database URL {redacted_url(url)!r}: not a URL (expected e.g. sqlite:///fabric-rca.db "
             "or postgresql+psycopg://user@host/db)"
         )
     try:
         return make_url(url)
     except (ArgumentError, ValueError) as exc:
-        raise StoreError(f"database URL {url!r}: cannot be parsed: {exc}") from exc
+        raise StoreError(f"database URL {redacted_url(url)!r}: cannot be parsed: {exc}") from exc
 
 
 def _sqlite_in_memory(url: URL) -> bool:

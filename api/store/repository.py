@@ -27,6 +27,9 @@ from contract.times import rfc3339
 from api.store.tables import AffectedJobRow, IncidentRow, RootCauseRow, SymptomRow, TopologyRow
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's bound-parameter limit
+# The largest limit/offset a read takes: fits a 32-bit integer, so no database or driver
+# overflows on it (SQLite's OFFSET + LIMIT near 2**63 does), and no store holds this many.
+MAX_OFFSET = 2**31 - 1
 _CHILDREN = (RootCauseRow, AffectedJobRow, SymptomRow)
 _Row = TypeVar("_Row", RootCauseRow, AffectedJobRow, SymptomRow)
 
@@ -82,7 +85,7 @@ def save_topology(session: Session, *, document: dict) -> None:
 
 
 def get_incident(session: Session, *, incident_id: str) -> dict | None:
-    row = session.get(IncidentRow, incident_id)
+    row = session.get(IncidentRow, _no_nul("incident_id", incident_id))
     return None if row is None else _with_children(session, [row])[0]
 
 
@@ -106,8 +109,8 @@ def list_incidents(
     affected job; `since`/`until` keep the incidents active in that window (see the
     module docstring). `limit=None` means no limit.
     """
-    if offset < 0 or (limit is not None and limit < 0):
-        raise ValueError(f"limit and offset must be >= 0, got limit={limit} offset={offset}")
+    if not 0 <= offset <= MAX_OFFSET or (limit is not None and not 0 <= limit <= MAX_OFFSET):
+        raise ValueError(f"limit and offset must be in [0, {MAX_OFFSET}], got limit={limit} offset={offset}")
     conditions = _conditions(
         status=status, cause=cause, entity=entity, job=job, tenant=tenant, since=since, until=until
     )
@@ -160,6 +163,9 @@ def _conditions(
     since: datetime | None,
     until: datetime | None,
 ) -> list[ColumnElement[bool]]:
+    for name, value in (("entity", entity), ("job", job), ("tenant", tenant)):
+        _no_nul(name, value)
+    until, since = _utc("until", until), _utc("since", since)
     incident_id = col(IncidentRow.id)
     out: list[ColumnElement[bool]] = []
     if status is not None:
@@ -177,10 +183,10 @@ def _conditions(
     if tenant is not None:
         out.append(incident_id.in_(_ids_of(AffectedJobRow, col(AffectedJobRow.tenant) == tenant)))
     if until is not None:
-        out.append(col(IncidentRow.opened_at) <= _aware(until))
+        out.append(col(IncidentRow.opened_at) <= until)
     if since is not None:
         resolved_at = col(IncidentRow.resolved_at)
-        out.append(or_(resolved_at.is_(None), resolved_at >= _aware(since)))
+        out.append(or_(resolved_at.is_(None), resolved_at >= since))
     return out
 
 
@@ -379,6 +385,21 @@ def _json_problem(value: Any) -> str | None:
     except (TypeError, ValueError) as exc:
         return f"not strict JSON ({exc})"
     return None
+
+
+def _no_nul(name: str, value: str | None) -> str | None:
+    """`value`, refused if it holds U+0000 (PostgreSQL cannot even compare such a string)."""
+    if value is not None and "\x00" in value:
+        raise ValueError(f"{name} {value!r} contains a NUL character (U+0000); no stored value can")
+    return value
+
+
+def _utc(name: str, value: datetime | None) -> datetime | None:
+    """A window bound in UTC; one that leaves the datetime range there (9999-12-31T23:00-01:00) is refused."""
+    try:
+        return None if value is None else _aware(value).astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"{name} {value.isoformat()} is outside the representable range in UTC") from None
 
 
 def _aware(value: datetime) -> datetime:

@@ -1,0 +1,91 @@
+"""schemathesis against the real served API: no input makes it answer 5xx or off-schema.
+
+The server is `api.server.running_server` (uvicorn on 127.0.0.1, a free port) on a
+store holding the incidents of a replayed pfc_storm scenario, SQLite and PostgreSQL
+(FABRIC_RCA_TEST_PG, see tests/conftest.py): a NUL was harmless on one, a 503 on the other. Every operation
+of its OpenAPI schema gets schema-conforming (positive) and schema-violating (negative)
+requests, a bounded number of each; every answer must be a non-5xx that the schema
+documents (status, content type, body, headers), and what violates the schema must be
+refused with a 4xx.
+"""
+from __future__ import annotations
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from api.server import running_server
+from cli.main import main
+
+pytestmark = pytest.mark.slow
+
+MAX_EXAMPLES = 100  # per operation and mode: about 25 s per backend on 2 busy cores
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+    negative_data_rejection,
+]
+
+
+@pytest.fixture(scope="module")
+def served(scenario_dir, module_db_url) -> str:
+    folder = scenario_dir("pfc_storm")
+    code = main(["replay", str(folder / "telemetry.jsonl.gz"), "--topology", str(folder / "topology.dot"),
+                 "--jobs", str(folder / "jobs.jsonl"), "--db", module_db_url, "--quiet"])
+    assert code == 0
+    with running_server(db_url=module_db_url) as base_url:
+        assert httpx.get(f"{base_url}/incidents").json(), "the replay stored no incident to serve"
+        yield base_url
+
+
+@pytest.fixture(scope="module")
+def api_schema(served: str):
+    schema = schemathesis.openapi.from_url(f"{served}/openapi.json")
+    schema.config.generation.update(deterministic=True)
+    return schema
+
+
+# Every operation, one by one (schemathesis's own `from_fixture` parametrizer does not run
+# on this pytest); test_every_operation_is_fuzzed keeps the list complete.
+OPERATIONS = [
+    ("GET", "/healthz"),
+    ("GET", "/incidents"),
+    ("GET", "/incidents/{incident_id}"),
+    ("GET", "/jobs/{job_id}/incidents"),
+    ("GET", "/topology"),
+]
+
+
+def test_every_operation_is_fuzzed(api_schema):
+    found = {(op.ok().method.upper(), op.ok().path) for op in api_schema.get_all_operations()}
+    assert found == set(OPERATIONS)
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=str)
+@pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
+def test_no_request_gets_a_5xx_or_an_answer_off_the_schema(api_schema, method, path, mode):
+    operation = api_schema[path][method]
+    if mode is GenerationMode.NEGATIVE and not list(operation.iter_parameters()):
+        pytest.skip(f"{method} {path} takes no parameter: no request can violate its schema")
+    strategy = operation.as_strategy(generation_mode=mode)
+
+    @given(case=strategy)
+    @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
+              database=None, phases=[Phase.explicit, Phase.generate])
+    def fuzz(case) -> None:
+        case.call_and_validate(checks=CHECKS)
+
+    fuzz()
