@@ -38,5 +38,6 @@ def load_models(folder: Path | None):
 def build_pipeline(*, topology: Topology, jobs_file: Path | None, rule_files: list[Path] | None,
                    config: EngineConfig = EngineConfig(), models=None) -> Pipeline:
     """models: a loaded models.store.ModelSet, or None for rules alone."""
+    scorer = models.scorer(learn_rate=config.learn_rate) if models is not None else None
     return Pipeline(rules=load_rules(rule_files), topology=topology, jobs=JobBook.from_file(jobs_file),
-                    config=config, models=models)
+                    config=config, scorer=scorer)

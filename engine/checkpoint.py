@@ -23,7 +23,6 @@ from engine.events import EventWire
 from engine.features import FeatureState
 from engine.order import ReorderState
 from engine.types import Reject
-from models.scorer import ScorerState
 
 FORMAT = "fabric-rca-checkpoint"
 CHECKPOINT_VERSION = 2
@@ -69,7 +68,7 @@ class DetectCheckpoint(msgspec.Struct, frozen=True):
     rejected: list[Reject]
     detector: DetectorState
     features: FeatureState
-    scorer: ScorerState | None  # the models' run-time state; None when run without models
+    scorer: bytes | None  # the anomaly scorer's own encoding of its run-time state; None without models
 
 
 class CorrelateCheckpoint(msgspec.Struct, frozen=True):

@@ -17,6 +17,7 @@ import msgspec
 
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
+from engine.ports import AnomalyScorer
 from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
 
@@ -100,20 +101,20 @@ class Detector:
     _templates: dict[str, list] = field(default_factory=dict)
     _compute: dict[str, Callable] = field(default_factory=dict)  # measurement -> features and rule checks
     _out: list[Symptom] = field(default_factory=list)
-    # Anomaly models (models.scorer.ModelScorer): fed the same features, ticked with the rules.
-    models: object | None = None
+    # The anomaly scorer (engine.ports.AnomalyScorer): fed the same features, ticked with the rules.
+    scorer: AnomalyScorer | None = None
     _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         wanted = {m: set(self.rules.features_needed(m)) for m in self.rules.by_measurement}
-        if self.models is not None:
-            self._modelled = frozenset(m for m in MEASUREMENTS if self.models.models.features_needed(m))
+        if self.scorer is not None:
+            self._modelled = frozenset(m for m in MEASUREMENTS if self.scorer.features_needed(m))
             for m in self._modelled:
-                wanted.setdefault(m, set()).update(self.models.models.features_needed(m))
+                wanted.setdefault(m, set()).update(self.scorer.features_needed(m))
         self.extractor = FeatureExtractor({m: plan(m, frozenset(f)) for m, f in wanted.items()})
         # The models need every record's features; the rules only those of records they fire on.
         self._compute = {m: self.extractor.compile(m, self.rules.by_measurement.get(m, ()), always=False,
-                                                   model=self.models.vector_names(m) if m in self._modelled else ())
+                                                   model=self.scorer.vector_names(m) if m in self._modelled else ())
                          for m in wanted}
         for r in self.rules.rules:
             self._rules_of[r.id] = r
@@ -140,11 +141,11 @@ class Detector:
             feats, fired, _, vec = out
             if vec is None:  # no feature at all
                 return
-            add = self.models.cutter.adders.get(metric.series)
+            add = self.scorer.adder(metric.series)
             if add is not None:  # a series seen before: its bound accumulator (models.windows)
                 add(vec)
             else:
-                self.models.observe(metric.name, metric.series, metric.tags, ts, vec)
+                self.scorer.observe(metric.name, metric.series, metric.tags, ts, vec)
         else:
             feats, fired, _ = out
             if feats is None:
@@ -224,9 +225,9 @@ class Detector:
         for sym in self.silent.values():
             sym.last = now
             sym.metrics["silent_s"] = now - sym.start
-        if self.models is not None:
-            self.models.advance(now)
-            self._out.extend(self.models.drain())
+        if self.scorer is not None:
+            self.scorer.advance(now)
+            self._out.extend(self.scorer.drain())
 
     def drain(self) -> list[Symptom]:
         """Symptoms that started or ended since the last drain, in order of occurrence."""
@@ -237,9 +238,9 @@ class Detector:
         """End of input: every active symptom ends at its last hit."""
         end_all(self.active, self._out)
         end_all(self.silent, self._out)
-        if self.models is not None:
-            self.models.finish()
-            self._out.extend(self.models.drain())
+        if self.scorer is not None:
+            self.scorer.finish()
+            self._out.extend(self.scorer.drain())
 
     def snapshot(self) -> DetectorState:
         live = [*self.active.values(), *self.silent.values()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Collection, Iterable
+from typing import Callable, Collection, Iterable
 
 from engine import checkpoint
 from engine.checkpoint import CheckpointError, CorrelateCheckpoint, DetectCheckpoint, StatsState
@@ -22,15 +22,11 @@ from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
 from engine.normalize import parse_line
 from engine.order import Reorderer
+from engine.ports import AnomalyScorer
 from engine.topology import Topology
 from engine.types import Metric, Reject
-from models.scorer import RULE_PREFIX as MODEL_RULE
-from models.scorer import ModelScorer
-from models.scorer import opens_incident as model_opens
 from rules.schema import RuleSet
 
-if TYPE_CHECKING:
-    from models.store import ModelSet
 
 
 @dataclass(frozen=True)
@@ -97,14 +93,13 @@ class DetectStage:
     """Stage 1. Feed lines; take events and rejects."""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
-                 source: str = "", stats: Stats | None = None, models: ModelSet | None = None):
+                 source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None):
         self.config = config
         self.source = source
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
         self.reorder = Reorderer(lateness_s=config.lateness_s, stats=self.stats)
-        scorer = ModelScorer(models, learn_rate=config.learn_rate) if models is not None else None
-        self.detector = Detector(rules, roles, models=scorer)
+        self.detector = Detector(rules, roles, scorer=scorer)
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
         self._next_tick: float | None = None
@@ -216,7 +211,7 @@ class DetectStage:
             stats=self.stats.snapshot(), reorder=self.reorder.snapshot(), unknown_fields=dict(self._unknown_fields),
             next_tick=self._next_tick, events=[event_to_wire(e) for e in self._events], rejected=list(self.rejected),
             detector=d.snapshot(), features=d.extractor.snapshot(),
-            scorer=d.models.snapshot() if d.models is not None else None)
+            scorer=d.scorer.checkpoint() if d.scorer is not None else None)
 
     def load(self, state: DetectCheckpoint) -> None:
         """Continue from `state`. ValueError if it does not fit this stage's rules and
@@ -230,13 +225,13 @@ class DetectStage:
 
     def _load(self, state: DetectCheckpoint) -> None:
         d = self.detector
-        if (state.scorer is None) != (d.models is None):
+        if (state.scorer is None) != (d.scorer is None):
             raise ValueError("written by a worker with models" if state.scorer is not None
                              else "written by a worker without models")
         d.restore(state.detector)
         d.extractor.restore(state.features)
-        if d.models is not None:
-            d.models.restore(state.scorer)
+        if d.scorer is not None:
+            d.scorer.resume(state.scorer)
         self.stats.restore(state.stats)
         self.reorder.restore(state.reorder)
         self._unknown_fields, self._next_tick = dict(state.unknown_fields), state.next_tick
@@ -266,9 +261,12 @@ class CorrelateStage:
     without being named are waited for from their first tick on (`replay`: one source)."""
 
     def __init__(self, *, topology: Topology, rules: RuleSet, jobs: JobBook | None = None,
-                 config: EngineConfig = EngineConfig(), sources: Iterable[str] = ()):
+                 config: EngineConfig = EngineConfig(), sources: Iterable[str] = (),
+                 opens_incident: Callable[[str], bool] | None = None):
+        # `opens_incident` answers for symptoms no rule of `rules` raised (the anomaly
+        # scorer's: AnomalyScorer.opens_incident); rules answer for their own.
         def opens(rule: str) -> bool:
-            return model_opens(rule) if rule.startswith(MODEL_RULE) else rules.opens_incident(rule)
+            return rules.opens_incident(rule) if opens_incident is None or rule in rules.opening else opens_incident(rule)
 
         self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
                                      config=config.correlation)
@@ -361,10 +359,11 @@ class Pipeline:
     """Both stages in one process: what `replay` and `evaluate` run."""
 
     def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
-                 config: EngineConfig = EngineConfig(), models: ModelSet | None = None):
+                 config: EngineConfig = EngineConfig(), scorer: AnomalyScorer | None = None):
         roles = {d: topology.role(d) for d in topology.devices()}
-        self.detect = DetectStage(rules=rules, roles=roles, config=config, models=models)
-        self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config)
+        self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer)
+        self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config,
+                                        opens_incident=scorer.opens_incident if scorer is not None else None)
         self.stats = self.detect.stats
 
     @property

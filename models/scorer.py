@@ -85,7 +85,27 @@ class ModelScorer:
     def __post_init__(self) -> None:
         self.cutter = WindowCutter(self.models.window_s)
 
-    # --- the detector's hooks ---------------------------------------------------------
+    # --- the detector's hooks (engine.ports.AnomalyScorer) --------------------------------
+    def features_needed(self, measurement: str) -> frozenset[str]:
+        return self.models.features_needed(measurement)
+
+    def adder(self, series: str):
+        return self.cutter.adders.get(series)
+
+    @staticmethod
+    def opens_incident(rule: str) -> bool:
+        return opens_incident(rule)
+
+    def checkpoint(self) -> bytes:
+        return msgspec.msgpack.encode(self.snapshot())
+
+    def resume(self, data: bytes) -> None:
+        try:
+            state = msgspec.msgpack.decode(data, type=ScorerState)
+        except msgspec.DecodeError as exc:
+            raise ValueError(f"not the models' run-time state: {exc}") from None
+        self.restore(state)
+
     @staticmethod
     def vector_names(measurement: str) -> tuple[str, ...]:
         """The features `observe` takes for a record of `measurement`, in this order."""

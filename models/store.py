@@ -14,6 +14,7 @@ import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import joblib
 import numpy
@@ -25,6 +26,9 @@ from models.model import ClassModel
 FORMAT = 1
 MODEL_FILE = "models.joblib"
 META_FILE = "metadata.json"
+
+if TYPE_CHECKING:
+    from models.scorer import ModelScorer
 
 
 class ModelError(ValueError):
@@ -43,6 +47,11 @@ class ModelSet:
             if CLASSES[c.cls].measurement == measurement:
                 out |= set(CLASSES[c.cls].feature_names)
         return frozenset(out)
+
+    def scorer(self, *, learn_rate: float = 0.0) -> "ModelScorer":
+        """A fresh scorer of these models for one detect stage (engine.ports.AnomalyScorer)."""
+        from models.scorer import ModelScorer
+        return ModelScorer(self, learn_rate=learn_rate)
 
     def describe(self) -> str:
         parts = [f"{name} ({len(m.keys)} entities, {m.windows:,} windows)" for name, m in sorted(self.classes.items())]

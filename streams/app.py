@@ -259,7 +259,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
 
     def new_correlate() -> CorrelateStage:
         return CorrelateStage(topology=topology, rules=rules, jobs=JobBook.from_file(settings.jobs_file),
-                              config=config, sources=expected[0])
+                              config=config, sources=expected[0],
+                              opens_incident=models.scorer().opens_incident if models is not None else None)
 
     app = new_app(settings)
     raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
@@ -304,7 +305,8 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
             stage = stages.get(key)
             if stage is None:  # first message of a partition here: restore or create its stage
                 stage = await checkpoints.stage(key, lambda: DetectStage(rules=rules, roles=roles, config=config,
-                                                                          source=source, models=models))
+                                                                          source=source,
+                                                                          scorer=models.scorer(learn_rate=config.learn_rate) if models is not None else None))
             if checkpoints.seen(key, event):
                 continue
             offsets[tp] = msg.offset

@@ -120,7 +120,7 @@ def detect_stage_events(settings: WorkerSettings, lines: list[bytes], models=Non
     """What the pure stage 1 emits for `lines`, as the detect agent's partition-0 stage would."""
     topology = load_topology(settings.topology)
     stage = DetectStage(rules=load_rules(None), roles={d: topology.role(d) for d in topology.devices()},
-                        source=SOURCE, models=models)
+                        source=SOURCE, scorer=models.scorer() if models is not None else None)
     events: list[StageEvent] = []
     for line in lines:
         stage.feed(line)

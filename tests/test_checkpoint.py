@@ -17,6 +17,7 @@ from engine.incidents import IncidentState
 from engine.order import Reorderer
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig
 from evaluation.scenarios import scenario_files
+from models.scorer import ScorerState
 from engine.replay import open_lines
 from engine.topology import load_topology
 from engine.types import Metric
@@ -164,7 +165,7 @@ def test_a_round_trip_with_models_learning_online_continues_exactly(learning):
     detect, _ = make()
     for line in lines[: len(lines) // 2]:
         detect.feed(line)
-    state = detect.state().scorer
+    state = msgspec.msgpack.decode(detect.state().scorer, type=ScorerState)  # the scorer's own encoding
     assert state.online and state.smoother.ewm and state.cutter.slots  # the models' state is in it
     assert _events_and_incidents(make, lines, len(lines) // 2) == whole
 
@@ -174,7 +175,7 @@ def test_a_checkpoint_without_models_is_refused_by_a_stage_with_models(learning,
     files, models, _ = learning
     plain = DetectStage(rules=load_rules(None), roles={})
     plain.feed(material[1][0])
-    modelled = DetectStage(rules=load_rules(None), roles={}, models=models)
+    modelled = DetectStage(rules=load_rules(None), roles={}, scorer=models.scorer())
     fresh = checkpoint.encode(modelled.state())
     with pytest.raises(CheckpointError, match="without models"):
         modelled.restore(plain.snapshot())

@@ -39,7 +39,7 @@ def trained(scenario_dir, tmp_path_factory):
 def detect_symptoms(folder: Path, models) -> list:
     files = scenario_files(folder)
     topo = load_topology(files["topology"])
-    stage = DetectStage(rules=load_rules(None), roles={d: topo.role(d) for d in topo.devices()}, models=models)
+    stage = DetectStage(rules=load_rules(None), roles={d: topo.role(d) for d in topo.devices()}, scorer=models.scorer())
     out = []
     for line in open_lines(files["telemetry"]):
         stage.feed(line)
@@ -228,12 +228,12 @@ def test_a_restored_stage_with_models_continues_exactly(trained, scenario_dir):
     lines = list(open_lines(files["telemetry"]))
 
     def run(cut: int | None) -> list[bytes]:
-        stage = DetectStage(rules=load_rules(None), roles=roles, models=models)
+        stage = DetectStage(rules=load_rules(None), roles=roles, scorer=models.scorer())
         out = []
         for n, line in enumerate(lines):
             if n == cut:
                 snap = stage.snapshot()
-                stage = DetectStage(rules=load_rules(None), roles=roles, models=models)
+                stage = DetectStage(rules=load_rules(None), roles=roles, scorer=models.scorer())
                 stage.restore(snap)
             stage.feed(line)
             out += [e.to_bytes() for e in stage.events()]
