@@ -23,6 +23,10 @@ def epoch_seconds(value: float) -> float:
     return value
 
 
+class NoTimeZone(ValueError):
+    """An ISO 8601 time without a zone offset, where one is required."""
+
+
 def parse_rfc3339(text: str, *, naive_utc: bool = False) -> float:
     """Seconds since the epoch from an RFC 3339 (ISO 8601) string. A time without a zone
     is refused unless `naive_utc` (then it is UTC). ValueError says why not."""
@@ -32,7 +36,7 @@ def parse_rfc3339(text: str, *, naive_utc: bool = False) -> float:
         raise ValueError(f"{text!r} is not an RFC 3339 time") from None
     if dt.tzinfo is None:
         if not naive_utc:
-            raise ValueError(f"{text!r} has no time zone")
+            raise NoTimeZone(f"{text!r} has no time zone")
         dt = dt.replace(tzinfo=timezone.utc)
     try:
         return dt.timestamp()

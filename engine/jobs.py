@@ -9,9 +9,9 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 
+from contract import times
 from engine.hostlist import HostlistError, expand
 from engine.types import Job
 
@@ -75,20 +75,17 @@ def epoch_seconds(value: object) -> float | None:
 def _scale(number: float) -> float | None:
     if number <= 0:
         return None  # Slurm writes 0 for "not set"
-    for divisor in (1.0, 1e3, 1e6, 1e9):
-        if number / divisor < 1e11:
-            return number / divisor
-    raise JobError(f"time {number!r} is too large for an epoch in s, ms, us or ns")
+    ts = times.epoch_seconds(number)
+    if ts >= 1e11:
+        raise JobError(f"time {number!r} is too large for an epoch in s, ms, us or ns")
+    return ts
 
 
 def _rfc3339(text: str) -> float:
     try:
-        dt = datetime.fromisoformat(text)
+        return times.parse_rfc3339(text, naive_utc=True)  # Slurm writes local times without a zone
     except ValueError:
         raise JobError(f"bad time {text!r}: neither an epoch number nor RFC 3339") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
 
 
 def _unwrap(value: object) -> object:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime
 from typing import Annotated
 
 import msgspec
@@ -18,6 +17,7 @@ except ImportError:  # pragma: no cover
     _fast_loads = json.loads
 _CHECK_FLOATS = _fast_loads is json.loads  # orjson refuses NaN and Infinity itself
 
+from contract import times
 from engine.bounds import (
     MAX_BATCH,
     MAX_FIELDS,
@@ -36,8 +36,7 @@ from engine.jobs import JobError, job_from_placement
 from engine.types import Metric, Reject
 
 # Plausible event times: 2000-01-01 .. 2100-01-01. Anything else is a unit or clock bug.
-MIN_TS = 946_684_800.0
-MAX_TS = 4_102_444_800.0
+MIN_TS, MAX_TS = times.MIN_TS, times.MAX_TS
 
 _isfinite = math.isfinite
 _I64_MIN, _U64_MAX = -(2**63), 2**64 - 1  # the integers orjson keeps as integers
@@ -53,26 +52,20 @@ def seconds(value: object) -> float:
         ts = float(value)
         if not _isfinite(ts):
             raise ValueError(f"timestamp is {value}")
-        mag = abs(ts)
-        if mag >= 1e17:
-            ts /= 1e9
-        elif mag >= 1e14:
-            ts /= 1e6
-        elif mag >= 1e11:
-            ts /= 1e3
+        ts = times.epoch_seconds(ts)
     elif isinstance(value, str):
         text = value.strip()
         if not text.isascii():  # float() and fromisoformat() read other scripts' digits too
             raise ValueError(f"timestamp {detail(value)!r} has characters other than ASCII")
         try:
-            ts = datetime.fromisoformat(text.replace("z", "Z")).timestamp()
+            ts = times.parse_rfc3339(text)
+        except times.NoTimeZone:
+            raise ValueError(f"timestamp {detail(value)!r} has no time zone") from None
         except ValueError:
             try:
                 return seconds(float(text))
             except ValueError:
                 raise ValueError(f"timestamp {detail(value)!r} is neither a number nor RFC 3339") from None
-        if datetime.fromisoformat(text.replace("z", "Z")).tzinfo is None:
-            raise ValueError(f"timestamp {detail(value)!r} has no time zone")
     else:
         raise ValueError(f"timestamp has type {type(value).__name__}")
     if not MIN_TS <= ts <= MAX_TS:

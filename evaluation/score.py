@@ -10,14 +10,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+
+from contract.times import parse_rfc3339
 
 SLACK_BEFORE_S = 15.0
 SLACK_AFTER_S = 60.0
 
 
 def ts(text: str | None) -> float | None:
-    return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    return None if text is None else parse_rfc3339(text)
 
 
 @dataclass

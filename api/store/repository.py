@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
 from api.store.db import StoreError
-from contract.times import rfc3339
+from contract.times import parse_rfc3339, rfc3339
 from api.store.tables import AffectedJobRow, IncidentRow, RootCauseRow, SymptomRow, TopologyRow
 
 _CHUNK = 500  # ids per IN (...) clause, well under SQLite's bound-parameter limit
@@ -350,7 +350,7 @@ def _time(value: Any, incident_id: str, what: str) -> datetime | None:
         return datetime.fromtimestamp(value, tz=timezone.utc)
     if isinstance(value, str):
         try:
-            return _aware(datetime.fromisoformat(value))
+            return datetime.fromtimestamp(parse_rfc3339(value, naive_utc=True), tz=timezone.utc)
         except ValueError:
             pass
     raise StoreError(f"incident {incident_id!r}: {what} {value!r} is not an RFC 3339 time")
