@@ -305,7 +305,7 @@ def test_jobs_turns_a_contract_placement_into_a_job_event(settings, sent, scenar
 
 
 def test_broker_reads_are_retried_until_they_succeed(caplog):
-    from streams.app import patiently
+    from streams.checkpoints import patiently
 
     calls = []
 
@@ -341,7 +341,7 @@ def test_checkpoints_are_read_once_from_assignment_and_again_after_a_rebalance()
     overlaps the first fetch; the first message's stage waits for that same read, not a
     second one. A rebalance during the read (`forget_cache`) discards it: the stage then
     waits for a read that began after the rebalance, never for snapshots from before it."""
-    from streams.app import Checkpoints
+    from streams.checkpoints import Checkpoints
 
     reads: list[int] = []
 
