@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +23,7 @@ from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, job_event
 from engine.topology import Topology
 from rules.schema import RuleSet
 from streams.checkpoints import Checkpoints, log, patiently
+from streams.deadletter import DeadLetters, letters
 from streams.settings import WorkerSettings
 from streams.sources import Sources, telemetry_sources
 
@@ -32,7 +32,6 @@ AGENT_PREFIX = "streams.app."  # the agents' names (faust's default: their modul
 
 @dataclass
 class Counters:
-    dead_lettered: int = 0
     incident_changes: int = 0
     first_read_at: float | None = None  # wall time of the first telemetry message (/metrics)
     last_read_at: float | None = None  # ... and of the latest
@@ -67,13 +66,13 @@ class Agents:
         self.expected: list[frozenset[str]] = []  # every telemetry partition, asked once
         self.correlate_key = f"correlate:{settings.symptoms_topic}"
         self.emitting = asyncio.Lock()  # the agent and the idle timer both apply and publish: one at a time
+        self.dead_letters = DeadLetters(topics.dlq, max_value_bytes=settings.dlq_max_bytes)
 
     # ------------------------------------------------------------------ detect
-    async def dead_letter(self, event, reason: str, detail: str, source: str = "", rejected: int = 1) -> None:
-        self.counters.dead_lettered += 1
-        await self.topics.dlq.send(key=event.key, value=event.value, headers=[
-            ("reason", reason.encode()), ("detail", detail.encode()), ("source", source.encode()),
-            ("rejected", str(rejected).encode())])
+    async def dead_letter(self, event, rejects: list, source: str) -> None:
+        """The refused records of `event`, each with its own bytes where they can be cut
+        out of a batch; returns once the broker has acknowledged them (or they failed)."""
+        await self.dead_letters.send_all(event.key, letters(event.value, rejects), source=source)
 
     def _name(self, msg) -> tuple[str, str]:
         tp = (msg.topic, msg.partition)
@@ -107,10 +106,8 @@ class Agents:
 
     async def _hand_on(self, stage: DetectStage, event, where: str) -> None:
         rejects = stage.take_rejects()
-        if rejects:  # the message's bytes once, with every reason its records got
-            reasons = Counter(r.reason for r in rejects)
-            await self.dead_letter(event, ",".join(sorted(reasons)), rejects[0].detail, where,
-                                   rejected=sum(reasons.values()))
+        if rejects:  # before the input is held for acking: a dead letter is never lost
+            await self.dead_letter(event, rejects, where)
         events = stage.events()
         if events:  # one message for what this input produced (a few seconds' ticks)
             await self.topics.symptoms.send(key=b"stage", value=encode_batch(events))
@@ -124,8 +121,9 @@ class Agents:
                 await self.topics.symptoms.send(key=b"stage", value=result.to_bytes())
             else:
                 rejects.append(result)
-        for r in rejects:
-            await self.dead_letter(event, r.reason, r.detail)
+        if rejects:
+            msg = event.message
+            await self.dead_letter(event, rejects, f"{msg.topic}:{msg.partition}@{msg.offset}")
 
     # --------------------------------------------------------------- correlate
     def new_correlate(self) -> CorrelateStage:

@@ -60,7 +60,9 @@ def _lag(app: faust.App, offsets: dict[tuple[str, int], int]) -> dict[str, int]:
 
 def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
     counters, cp = agents.counters, agents.checkpoints
-    m = WorkerMetrics(dead_lettered=counters.dead_lettered, incident_changes=counters.incident_changes,
+    dl = agents.dead_letters
+    m = WorkerMetrics(dead_lettered=dl.delivered, dead_letter_truncated=dl.truncated, dead_letter_failed=dl.failed,
+                      incident_changes=counters.incident_changes,
                       stages_restored=cp.restored, first_read_at=counters.first_read_at,
                       last_read_at=counters.last_read_at)
     _detect_figures(m, cp.stages.values())

@@ -17,7 +17,9 @@ class WorkerMetrics:
     incidents_opened: int = 0
     incidents_resolved: int = 0
     incident_changes: int = 0
-    dead_lettered: int = 0
+    dead_lettered: int = 0  # dead letters the broker acknowledged
+    dead_letter_truncated: int = 0  # of those, sent cut to the topic's size limit
+    dead_letter_failed: int = 0  # not acknowledged after every retry
     stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
     newest_event_time: float | None = None  # newest event time stage 1 has read
@@ -54,7 +56,11 @@ def render(m: WorkerMetrics) -> str:
     metric("fabric_rca_records_total", "counter", "Telemetry records read by stage 1.", [(m.records, None)])
     metric("fabric_rca_rejects_total", "counter", "Unreadable records, by reason.",
            [(n, {"reason": r}) for r, n in sorted(m.rejects.items())] or [(0, {"reason": "none"})])
-    metric("fabric_rca_dead_lettered_total", "counter", "Messages sent to the dead-letter topic.", [(m.dead_lettered, None)])
+    metric("fabric_rca_dead_lettered_total", "counter", "Dead letters the broker acknowledged.", [(m.dead_lettered, None)])
+    metric("fabric_rca_dead_letter_truncated_total", "counter",
+           "Dead letters sent cut to the size limit (header truncated).", [(m.dead_letter_truncated, None)])
+    metric("fabric_rca_dead_letter_failed_total", "counter",
+           "Dead letters not acknowledged after every retry (logged as errors).", [(m.dead_letter_failed, None)])
     metric("fabric_rca_duplicates_total", "counter", "Duplicate records dropped.", [(m.duplicates, None)])
     metric("fabric_rca_symptoms_total", "counter", "Symptoms raised by stage 1.", [(m.symptoms, None)])
     metric("fabric_rca_incidents_opened_total", "counter", "Incidents published.", [(m.incidents_opened, None)])

@@ -81,8 +81,18 @@ def messages_of_line(line: bytes, *, topic: str = TELEMETRY, jobs_topic: str = J
         batch = doc["metrics"]
         if batch.__class__ is not list:
             return [Message(topic, None, raw)]
-        return [_message(item, None, topic, jobs_topic) for item in batch]
+        return [_member(item, topic, jobs_topic) for item in batch]
     return [_message(doc, raw, topic, jobs_topic)]
+
+
+def _member(item: object, topic: str, jobs_topic: str) -> Message:
+    """A member of a batch line. A nested batch goes as a batch of one, so the workers
+    judge it as `replay` judges a member (`missing_name`) rather than read it as a batch;
+    any other member gets the same verdict alone as inside a batch."""
+    message = _message(item, None, topic, jobs_topic)
+    if item.__class__ is dict and "metrics" in item and "name" not in item:
+        return message._replace(value=b'{"metrics":[' + message.value + b"]}")
+    return message
 
 
 def _message(metric: object, raw: bytes | None, topic: str, jobs_topic: str) -> Message:
@@ -240,6 +250,13 @@ class _Batches:
                     ts = seconds(m.timestamp)
                 except ValueError:
                     ts = None
+                if ts is not None and ts < self.window_end - WINDOW_S:
+                    # A record older than the window (late in the file): what is pending
+                    # goes first, so no record of its partition precedes it that did not
+                    # precede it in the file, and the workers' watermark keeps it as
+                    # `replay`'s does (a batch holding newer records ahead of it made it
+                    # `too_late` for the worker only).
+                    self.send()
                 if ts is not None and ts >= self.window_end:
                     # A batch holds at most one second of a host's event time, and all
                     # batches go out when the file's time moves on: the partitions keep
