@@ -26,6 +26,7 @@ from streams.checkpoints import Checkpoints, log, patiently
 from streams.deadletter import DeadLetters, letters
 from streams.settings import WorkerSettings
 from streams.sources import Sources, telemetry_sources
+from streams.store import StoreWriter
 
 AGENT_PREFIX = "streams.app."  # the agents' names (faust's default: their module), kept when they moved here
 
@@ -67,6 +68,8 @@ class Agents:
         self.correlate_key = f"correlate:{settings.symptoms_topic}"
         self.emitting = asyncio.Lock()  # the agent and the idle timer both apply and publish: one at a time
         self.dead_letters = DeadLetters(topics.dlq, max_value_bytes=settings.dlq_max_bytes)
+        self.store = StoreWriter(sink.write)
+        checkpoints.may_save = lambda key: key != self.correlate_key or self.store.caught_up()
 
     # ------------------------------------------------------------------ detect
     async def dead_letter(self, event, rejects: list, source: str) -> None:
@@ -94,6 +97,8 @@ class Agents:
         stage = checkpoints.stages.get(key)
         if stage is None:  # first message of a partition here: restore or create its stage
             stage = await checkpoints.stage(key, lambda: self.new_detect(source))
+            if key in checkpoints.rebuilding:  # its snapshot was refused
+                await checkpoints.rewind(key, TP(msg.topic, msg.partition), msg.offset)
         if checkpoints.seen(key, event):
             return
         self.offsets[(msg.topic, msg.partition)] = msg.offset
@@ -143,13 +148,17 @@ class Agents:
         changes = stage.changes()
         if changes:
             self.counters.incident_changes += len(changes)
-            self.sink.write(changes)  # idempotent upserts by incident id
+            await self.store.write(changes)  # idempotent upserts by incident id; queued while the store is away
             for inc in changes:
                 await self.topics.incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
 
     async def on_symptoms(self, event) -> None:
         key = self.correlate_key
         stage = await self.correlation()
+        if key in self.checkpoints.rebuilding:  # its snapshot was refused
+            msg = event.message
+            await self.checkpoints.rewind(key, TP(msg.topic, msg.partition), msg.offset)
+        await self.store.wait_for_room()  # (only when the store has been away for long)
         if self.checkpoints.seen(key, event):
             return
         events = decode_batch(event.value)

@@ -48,6 +48,12 @@ class Checkpoints:
         self._reading: asyncio.Future | None = None  # the read of the state topic under way
         self._delivering: dict[str, asyncio.Future] = {}  # key -> its latest snapshot's delivery
         self.restored = 0
+        self.refused = 0  # snapshots the stages refused (rebuilt from input instead)
+        self.rebuilding: set[str] = set()  # keys whose stage starts fresh and must re-read its input
+        self.rewinding: dict[str, int] = {}  # key -> offset its re-read starts at
+        # Whether the stage of a key may be saved now: not the correlation while incident
+        # changes wait for the store (its snapshot would cover input whose changes are not stored).
+        self.may_save: Callable[[str], bool] = lambda key: True
 
     async def stage(self, key: str, make: Callable[[], DetectStage | CorrelateStage]):
         """The stage for `key`: held, else restored from its latest snapshot, else new."""
@@ -64,13 +70,39 @@ class Checkpoints:
                 return await self.stage(key, make)
         stage = make()
         offset, blob = self._cache.pop(key, (-1, b""))
-        if blob:
-            stage.restore(blob)
-            self.restored += 1
-            log.info("restored %s from its snapshot at offset %d", key, offset)
+        if blob and not self._restore(key, stage, blob, offset):
+            stage, offset = make(), -1  # rebuilt from input instead (`rewind`)
+            self.rebuilding.add(key)
         self.stages[key], self.covered[key], self.unacked[key] = stage, offset, []
         self.saved_at[key] = time.monotonic()
         return stage
+
+    def _restore(self, key: str, stage, blob: bytes, offset: int) -> bool:
+        """Restore `stage` from its snapshot; False (logged, counted) when the stage
+        refuses it (`engine.checkpoint.CheckpointError` is a ValueError): a refused
+        snapshot is never used, and the stage is rebuilt from its partition's input."""
+        try:
+            stage.restore(blob)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self.refused += 1
+            log.warning("checkpoint of %s at offset %d refused (%s: %s); rebuilding the stage from the "
+                        "partition's earliest retained input", key, offset, type(exc).__name__, str(exc)[:200])
+            return False
+        self.restored += 1
+        log.info("restored %s from its snapshot at offset %d", key, offset)
+        return True
+
+    async def rewind(self, key: str, tp, offset: int) -> None:
+        """Re-read the partition of a stage being rebuilt from its earliest retained offset
+        (the consumer is at `offset`, its committed one): input before the first message at
+        that offset is skipped, unacked, until the re-read reaches it."""
+        self.rebuilding.discard(key)
+        earliest = (await self.app.consumer.earliest_offsets(tp)).get(tp)
+        if earliest is None or earliest >= offset:
+            return  # nothing before the committed offset is retained: rebuilt from here
+        await self.app.consumer.seek(tp, earliest)
+        self.rewinding[key] = earliest
+        log.warning("rebuilding %s from offset %d (its input was committed to %d)", key, earliest, offset)
 
     def prefetch(self) -> None:
         """Start reading the state topic, unless read or being read: on assignment, so
@@ -86,7 +118,14 @@ class Checkpoints:
 
     def seen(self, key: str, event) -> bool:
         """True when `event` is already inside the stage's state (a re-read after a restart)."""
-        if event.message.offset <= self.covered[key]:
+        offset = event.message.offset
+        if self.rewinding:
+            start = self.rewinding.get(key)
+            if start is not None:
+                if offset != start:
+                    return True  # fetched before the rewind: its turn comes again, unacked
+                del self.rewinding[key]
+        if offset <= self.covered[key]:
             event.ack()
             return True
         return False
@@ -103,7 +142,7 @@ class Checkpoints:
         then ack its input in the background, so the agent goes on processing while the
         broker confirms (deliveries of one stage stay in order: each waits for the last)."""
         events = self.unacked.get(key)
-        if not events:
+        if not events or not self.may_save(key):
             return
         blob, offset = self.stages[key].snapshot(), self.covered[key]
         self.unacked[key] = []
@@ -140,5 +179,6 @@ class Checkpoints:
 
     def discard(self, keys: list[str]) -> None:
         for key in keys:
-            for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering):
+            self.rebuilding.discard(key)
+            for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering, self.rewinding):
                 d.pop(key, None)

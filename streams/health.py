@@ -20,7 +20,11 @@ def health(agents) -> dict:
     c = cp.stages.get(agents.correlate_key)
     applied = c.applied_to if isinstance(c, CorrelateStage) else float("-inf")
     # event time correlated up to; null before the first second
-    doc = {"status": "ok", "stages": sorted(cp.stages), "applied_to": _finite(applied)}
+    store = agents.store
+    doc = {"status": "ok" if store.available else "store_unavailable", "stages": sorted(cp.stages),
+           "applied_to": _finite(applied),
+           # incident changes wait in order while the store is away, and are written when it is back
+           "store": {"available": store.available, "pending_changes": len(store.pending)}}
     if isinstance(c, CorrelateStage) and agents.sources:
         idle = agents.sources[0].idle()
         # correlation holds everything back until these partitions tick (or go idle)
@@ -62,9 +66,10 @@ def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
     counters, cp = agents.counters, agents.checkpoints
     dl = agents.dead_letters
     m = WorkerMetrics(dead_lettered=dl.delivered, dead_letter_truncated=dl.truncated, dead_letter_failed=dl.failed,
-                      incident_changes=counters.incident_changes,
-                      stages_restored=cp.restored, first_read_at=counters.first_read_at,
+                      incident_changes=counters.incident_changes, stages_restored=cp.restored,
+                      checkpoints_refused=cp.refused, first_read_at=counters.first_read_at,
                       last_read_at=counters.last_read_at)
+    m.store_available, m.store_pending_changes = int(agents.store.available), len(agents.store.pending)
     _detect_figures(m, cp.stages.values())
     c = cp.stages.get(agents.correlate_key)
     if isinstance(c, CorrelateStage):

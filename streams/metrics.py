@@ -20,6 +20,9 @@ class WorkerMetrics:
     dead_lettered: int = 0  # dead letters the broker acknowledged
     dead_letter_truncated: int = 0  # of those, sent cut to the topic's size limit
     dead_letter_failed: int = 0  # not acknowledged after every retry
+    store_available: int = 1  # 0 while the store refuses writes
+    store_pending_changes: int = 0  # incident changes waiting for the store
+    checkpoints_refused: int = 0  # snapshots a stage refused to restore (rebuilt from input)
     stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
     newest_event_time: float | None = None  # newest event time stage 1 has read
@@ -67,6 +70,13 @@ def render(m: WorkerMetrics) -> str:
     metric("fabric_rca_incidents_resolved_total", "counter", "Incidents resolved.", [(m.incidents_resolved, None)])
     metric("fabric_rca_incident_changes_total", "counter", "Incident changes stored and published.",
            [(m.incident_changes, None)])
+    metric("fabric_rca_store_available", "gauge", "1 when the store takes writes, 0 while it refuses them.",
+           [(m.store_available, None)])
+    metric("fabric_rca_store_pending_changes", "gauge",
+           "Incident changes waiting, in order, for the store to come back.", [(m.store_pending_changes, None)])
+    metric("fabric_rca_checkpoints_refused_total", "counter",
+           "Checkpoints a stage refused to restore; the stage was rebuilt from its partition's input.",
+           [(m.checkpoints_refused, None)])
     metric("fabric_rca_stages_restored_total", "counter", "Stages resumed from a checkpoint.",
            [(m.stages_restored, None)])
     metric("fabric_rca_consumer_lag_messages", "gauge", "Messages not yet consumed, per partition.",
