@@ -50,7 +50,7 @@ class Checkpoints:
         self.restored = 0
         self.refused = 0  # snapshots the stages refused (rebuilt from input instead)
         self.rebuilding: set[str] = set()  # keys whose stage starts fresh and must re-read its input
-        self.rewinding: dict[str, int] = {}  # key -> offset its re-read starts at
+        self.rewinding: dict[str, int] = {}  # key -> offset it was at when its re-read was asked
         # Whether the stage of a key may be saved now: not the correlation while incident
         # changes wait for the store (its snapshot would cover input whose changes are not stored).
         self.may_save: Callable[[str], bool] = lambda key: True
@@ -94,14 +94,14 @@ class Checkpoints:
 
     async def rewind(self, key: str, tp, offset: int) -> None:
         """Re-read the partition of a stage being rebuilt from its earliest retained offset
-        (the consumer is at `offset`, its committed one): input before the first message at
-        that offset is skipped, unacked, until the re-read reaches it."""
+        (the consumer is at `offset`, its committed one): input at or past `offset` fetched
+        before the seek is skipped, unacked, until the re-read's first message comes."""
         self.rebuilding.discard(key)
         earliest = (await self.app.consumer.earliest_offsets(tp)).get(tp)
         if earliest is None or earliest >= offset:
             return  # nothing before the committed offset is retained: rebuilt from here
         await self.app.consumer.seek(tp, earliest)
-        self.rewinding[key] = earliest
+        self.rewinding[key] = offset
         log.warning("rebuilding %s from offset %d (its input was committed to %d)", key, earliest, offset)
 
     def prefetch(self) -> None:
@@ -120,11 +120,11 @@ class Checkpoints:
         """True when `event` is already inside the stage's state (a re-read after a restart)."""
         offset = event.message.offset
         if self.rewinding:
-            start = self.rewinding.get(key)
-            if start is not None:
-                if offset != start:
+            boundary = self.rewinding.get(key)
+            if boundary is not None:
+                if offset >= boundary:
                     return True  # fetched before the rewind: its turn comes again, unacked
-                del self.rewinding[key]
+                del self.rewinding[key]  # the re-read has begun
         if offset <= self.covered[key]:
             event.ack()
             return True

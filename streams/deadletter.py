@@ -86,8 +86,9 @@ def letters(value: bytes, rejects: list[Reject]) -> list[Letter]:
             out.append(Letter(part, r.reason, r.detail))
             _take(left, r.reason)
     # Rejects found after parsing (too late, a bad job) name the record's series.
+    read = [(part, parse_line(part)[0]) for part in parts] if left else []
     for r in list(left):
-        part = _member_of(parts, r)
+        part = _member_of(read, r)
         if part is not None:
             out.append(Letter(part, r.reason, r.detail))
             left.remove(r)
@@ -103,10 +104,9 @@ def _take(rejects: list[Reject], reason: str) -> None:
             return
 
 
-def _member_of(parts: list[bytes], r: Reject) -> bytes | None:
+def _member_of(read: list[tuple[bytes, list]], r: Reject) -> bytes | None:
     """The member a post-parse reject (raw = the record's series) is about."""
-    for part in parts:
-        metrics, _ = parse_line(part)
+    for part, metrics in read:
         for m in metrics:
             if m.series == r.raw and (r.reason != "too_late" or f"event time {m.ts:.3f} " in r.detail):
                 return part
