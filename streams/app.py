@@ -22,13 +22,13 @@ from typing import Callable
 
 import faust
 
-from api.store.sink import StoreSink
 from engine.pipeline import EngineConfig
 from engine.topology import load_topology
 from rules.loader import load_rules
 from streams import agents as agent_loops
 from streams import health, state
 from streams.checkpoints import Checkpoints
+from streams.store import LazySink
 from streams.settings import WorkerSettings
 from streams.topics import partition_counts
 from streams.transport import Transport
@@ -81,7 +81,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
         models = load_models(settings.models_dir)
     topology = load_topology(settings.topology)
     roles = {d: topology.role(d) for d in topology.devices()}
-    sink = StoreSink(settings.db_url, topology=topology.to_dict())
+    sink = LazySink(settings.db_url, topology=topology.to_dict())
 
     app = new_app(settings)
     topics = agent_loops.Topics(app, settings)

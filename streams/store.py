@@ -6,7 +6,8 @@ wait and reports the store unavailable; the correlation goes on, and only stops 
 input (`wait_for_room`) when the queue is full. Nothing queued is ever dropped: the
 correlate stage's checkpoint is not saved while changes are queued (`caught_up`), so a
 worker killed during an outage restarts from a snapshot whose input is still unacked,
-and derives the unstored changes again.
+and derives the unstored changes again. A store down when the worker starts is reached at the
+first write instead (`LazySink`), so the worker starts anyway.
 """
 from __future__ import annotations
 
@@ -100,3 +101,30 @@ class StoreWriter:
             self.available, self.unavailable_since = True, None
         if len(self.pending) < self.max_pending:
             self._room.set()
+
+
+class LazySink:
+    """A `StoreSink` (schema and topology written) when the worker starts, or, if the
+    store is down then, at the first write: the worker runs, its changes wait in the queue."""
+
+    def __init__(self, db_url: str, *, topology: dict | None = None):
+        self.db_url, self.topology = db_url, topology
+        self._sink = None
+        try:
+            self.write([])
+        except Exception as exc:  # noqa: BLE001 - any refusal of the store: connect at the first write
+            log.warning("store unavailable at start (%s: %s); connecting at the first write",
+                        type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+
+    @property
+    def written(self) -> int:
+        return self._sink.written if self._sink is not None else 0
+
+    def write(self, changes: list[dict]) -> None:
+        if self._sink is None:
+            from api.store.sink import StoreSink
+
+            self._sink = StoreSink(self.db_url, topology=self.topology)  # creates the schema
+        if changes:
+            self._sink.write(changes)
+
