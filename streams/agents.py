@@ -98,7 +98,7 @@ class Agents:
         if stage is None:  # first message of a partition here: restore or create its stage
             stage = await checkpoints.stage(key, lambda: self.new_detect(source))
             if key in checkpoints.rebuilding:  # its snapshot was refused
-                await checkpoints.rewind(key, TP(msg.topic, msg.partition), msg.offset)
+                checkpoints.rebuilt_from(key, msg.offset)
         if checkpoints.seen(key, event):
             return
         self.offsets[(msg.topic, msg.partition)] = msg.offset
@@ -156,8 +156,7 @@ class Agents:
         key = self.correlate_key
         stage = await self.correlation()
         if key in self.checkpoints.rebuilding:  # its snapshot was refused
-            msg = event.message
-            await self.checkpoints.rewind(key, TP(msg.topic, msg.partition), msg.offset)
+            self.checkpoints.rebuilt_from(key, event.message.offset)
         await self.store.wait_for_room()  # (only when the store has been away for long)
         if self.checkpoints.seen(key, event):
             return

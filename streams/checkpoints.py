@@ -48,9 +48,8 @@ class Checkpoints:
         self._reading: asyncio.Future | None = None  # the read of the state topic under way
         self._delivering: dict[str, asyncio.Future] = {}  # key -> its latest snapshot's delivery
         self.restored = 0
-        self.refused = 0  # snapshots the stages refused (rebuilt from input instead)
+        self.refused = 0  # snapshots the stages refused (started fresh instead)
         self.rebuilding: set[str] = set()  # keys whose stage starts fresh and must re-read its input
-        self.rewinding: dict[str, int] = {}  # key -> offset it was at when its re-read was asked
         # Whether the stage of a key may be saved now: not the correlation while incident
         # changes wait for the store (its snapshot would cover input whose changes are not stored).
         self.may_save: Callable[[str], bool] = lambda key: True
@@ -71,7 +70,7 @@ class Checkpoints:
         stage = make()
         offset, blob = self._cache.pop(key, (-1, b""))
         if blob and not self._restore(key, stage, blob, offset):
-            stage, offset = make(), -1  # rebuilt from input instead (`rewind`)
+            stage, offset = make(), -1  # a fresh stage instead (`rebuilt_from`)
             self.rebuilding.add(key)
         self.stages[key], self.covered[key], self.unacked[key] = stage, offset, []
         self.saved_at[key] = time.monotonic()
@@ -86,23 +85,21 @@ class Checkpoints:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self.refused += 1
             log.warning("checkpoint of %s at offset %d refused (%s: %s); rebuilding the stage from the "
-                        "partition's earliest retained input", key, offset, type(exc).__name__, str(exc)[:200])
+                        "partition's committed input", key, offset, type(exc).__name__, str(exc)[:200])
             return False
         self.restored += 1
         log.info("restored %s from its snapshot at offset %d", key, offset)
         return True
 
-    async def rewind(self, key: str, tp, offset: int) -> None:
-        """Re-read the partition of a stage being rebuilt from its earliest retained offset
-        (the consumer is at `offset`, its committed one): input at or past `offset` fetched
-        before the seek is skipped, unacked, until the re-read's first message comes."""
+    def rebuilt_from(self, key: str, offset: int) -> None:
+        """A stage whose snapshot was refused starts fresh at `offset`, its partition's
+        committed input. (Re-reading from the earliest retained offset, by seeking faust's
+        consumer, crashed the consumer thread: faust seeks aiokafka from the event loop's
+        thread while its consumer thread fetches, and aiokafka's fetcher then failed with a
+        KeyError on the partition. Input before `offset` is not read again.)"""
         self.rebuilding.discard(key)
-        earliest = (await self.app.consumer.earliest_offsets(tp)).get(tp)
-        if earliest is None or earliest >= offset:
-            return  # nothing before the committed offset is retained: rebuilt from here
-        await self.app.consumer.seek(tp, earliest)
-        self.rewinding[key] = offset
-        log.warning("rebuilding %s from offset %d (its input was committed to %d)", key, earliest, offset)
+        log.warning("rebuilding %s from offset %d, its committed input; what came before is not re-read",
+                    key, offset)
 
     def prefetch(self) -> None:
         """Start reading the state topic, unless read or being read: on assignment, so
@@ -118,14 +115,7 @@ class Checkpoints:
 
     def seen(self, key: str, event) -> bool:
         """True when `event` is already inside the stage's state (a re-read after a restart)."""
-        offset = event.message.offset
-        if self.rewinding:
-            boundary = self.rewinding.get(key)
-            if boundary is not None:
-                if offset >= boundary:
-                    return True  # fetched before the rewind: its turn comes again, unacked
-                del self.rewinding[key]  # the re-read has begun
-        if offset <= self.covered[key]:
+        if event.message.offset <= self.covered[key]:
             event.ack()
             return True
         return False
@@ -180,5 +170,5 @@ class Checkpoints:
     def discard(self, keys: list[str]) -> None:
         for key in keys:
             self.rebuilding.discard(key)
-            for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering, self.rewinding):
+            for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering):
                 d.pop(key, None)

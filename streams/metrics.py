@@ -22,7 +22,7 @@ class WorkerMetrics:
     dead_letter_failed: int = 0  # not acknowledged after every retry
     store_available: int = 1  # 0 while the store refuses writes
     store_pending_changes: int = 0  # incident changes waiting for the store
-    checkpoints_refused: int = 0  # snapshots a stage refused to restore (rebuilt from input)
+    checkpoints_refused: int = 0  # snapshots a stage refused to restore (started fresh instead)
     stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
     newest_event_time: float | None = None  # newest event time stage 1 has read
@@ -75,7 +75,7 @@ def render(m: WorkerMetrics) -> str:
     metric("fabric_rca_store_pending_changes", "gauge",
            "Incident changes waiting, in order, for the store to come back.", [(m.store_pending_changes, None)])
     metric("fabric_rca_checkpoints_refused_total", "counter",
-           "Checkpoints a stage refused to restore; the stage was rebuilt from its partition's input.",
+           "Checkpoints a stage refused to restore; the stage started fresh at its committed offset.",
            [(m.checkpoints_refused, None)])
     metric("fabric_rca_stages_restored_total", "counter", "Stages resumed from a checkpoint.",
            [(m.stages_restored, None)])
