@@ -24,7 +24,12 @@ class WorkerMetrics:
     incidents_opened: int = 0
     incidents_resolved: int = 0
     incident_changes: int = 0
-    dead_lettered: int = 0
+    dead_lettered: int = 0  # dead letters the broker acknowledged
+    dead_letter_truncated: int = 0  # of those, sent cut to the topic's size limit
+    dead_letter_failed: int = 0  # not acknowledged after every retry
+    store_available: int = 1  # 0 while the store refuses writes
+    store_pending_changes: int = 0  # incident changes waiting for the store
+    checkpoints_refused: int = 0  # snapshots a stage refused to restore (started fresh instead)
     stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
     newest_event_time: float | None = None  # newest event time stage 1 has read
@@ -58,13 +63,24 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
     yield _counter("fabric_rca_records_total", "Telemetry records read by stage 1.", m.records)
     yield _labelled(CounterMetricFamily("fabric_rca_rejects_total", "Unreadable records, by reason.",
                                         labels=["reason"]), "reason", m.rejects, "none")
-    yield _counter("fabric_rca_dead_lettered_total", "Messages sent to the dead-letter topic.", m.dead_lettered)
+    yield _counter("fabric_rca_dead_lettered_total", "Dead letters the broker acknowledged.", m.dead_lettered)
+    yield _counter("fabric_rca_dead_letter_truncated_total",
+                   "Dead letters sent cut to the size limit (header truncated).", m.dead_letter_truncated)
+    yield _counter("fabric_rca_dead_letter_failed_total",
+                   "Dead letters not acknowledged after every retry (logged as errors).", m.dead_letter_failed)
     yield _counter("fabric_rca_duplicates_total", "Duplicate records dropped.", m.duplicates)
     yield _counter("fabric_rca_symptoms_total", "Symptoms raised by stage 1.", m.symptoms)
     yield _counter("fabric_rca_incidents_opened_total", "Incidents published.", m.incidents_opened)
     yield _counter("fabric_rca_incidents_resolved_total", "Incidents resolved.", m.incidents_resolved)
     yield _counter("fabric_rca_incident_changes_total", "Incident changes stored and published.",
                    m.incident_changes)
+    yield _gauge("fabric_rca_store_available", "1 when the store takes writes, 0 while it refuses them.",
+                 m.store_available)
+    yield _gauge("fabric_rca_store_pending_changes",
+                 "Incident changes waiting, in order, for the store to come back.", m.store_pending_changes)
+    yield _counter("fabric_rca_checkpoints_refused_total",
+                   "Checkpoints a stage refused to restore; the stage started fresh at its committed offset.",
+                   m.checkpoints_refused)
     yield _counter("fabric_rca_stages_restored_total", "Stages resumed from a checkpoint.", m.stages_restored)
     yield _labelled(GaugeMetricFamily("fabric_rca_consumer_lag_messages", "Messages not yet consumed, per partition.",
                                       labels=["partition"]), "partition", m.consumer_lag, "none")

@@ -296,6 +296,13 @@ class _Batches:
                     ts = seconds(m.timestamp)
                 except ValueError:
                     ts = None
+                if ts is not None and ts < self.window_end - WINDOW_S:
+                    # A record older than the window (late in the file): what is pending
+                    # goes first, so no record of its partition precedes it that did not
+                    # precede it in the file, and the workers' watermark keeps it as
+                    # `replay`'s does (a batch holding newer records ahead of it made it
+                    # `too_late` for the worker only).
+                    self.send()
                 if ts is not None and ts >= self.window_end:
                     # A batch holds at most one second of a host's event time, and all
                     # batches go out when the file's time moves on: the partitions keep

@@ -30,6 +30,8 @@ class WorkerSettings:
     # this long while others did (no hosts hashed to it, its collectors down) is not waited for.
     idle_partition_s: float = 30.0
     partitions: int = 4
+    # A dead letter's value is the refused record's bytes, cut to this (and marked so) when larger.
+    dlq_max_bytes: int = 900_000
     web_port: int = 9108
     web_bind: str = "127.0.0.1"
     data_dir: Path = Path(".fabric-rca-worker")

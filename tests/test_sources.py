@@ -20,7 +20,7 @@ from engine.pipeline import CorrelateStage, DetectStage
 from engine.replay import open_lines
 from engine.topology import load_topology
 from rules.loader import load_rules
-from streams.app import Sources, telemetry_sources
+from streams.sources import Sources, telemetry_sources
 
 SOURCES = ("fabric.telemetry:0", "fabric.telemetry:1")
 

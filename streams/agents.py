@@ -1,0 +1,236 @@
+"""The worker's agents: thin `async for` loops, each calling one function of `Agents` per
+message, which decodes nothing itself and calls the pure core (`engine.pipeline`).
+
+    detect     telemetry message -> DetectStage.feed -> symptoms topic (+ dead letters)
+    jobs       placement message -> job_event -> symptoms topic (+ dead letters)
+    correlate  symptoms message  -> CorrelateStage -> store + incidents topic
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import faust
+import orjson
+from faust.types import TP
+
+from engine.events import TICK, StageEvent, decode_batch, encode_batch
+from engine.jobs import JobBook
+from engine.normalize import parse_line
+from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, job_event
+from engine.topology import Topology
+from rules.schema import RuleSet
+from streams.checkpoints import Checkpoints, log, patiently
+from streams.deadletter import DeadLetters, letters
+from streams.settings import WorkerSettings
+from streams.sources import Sources, telemetry_sources
+from streams.store import StoreWriter
+
+AGENT_PREFIX = "streams.app."  # the agents' names (faust's default: their module), kept when they moved here
+
+
+@dataclass
+class Counters:
+    incident_changes: int = 0
+    first_read_at: float | None = None  # wall time of the first telemetry message (/metrics)
+    last_read_at: float | None = None  # ... and of the latest
+
+
+class Topics:
+    """The worker's topics, all raw bytes."""
+
+    def __init__(self, app: faust.App, settings: WorkerSettings):
+        raw = dict(key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+        self.telemetry = app.topic(*settings.telemetry_topics, **raw)
+        self.jobs = app.topic(settings.jobs_topic, **raw)
+        self.symptoms = app.topic(settings.symptoms_topic, partitions=1, **raw)
+        self.incidents = app.topic(settings.incidents_topic, **raw)
+        self.dlq = app.topic(settings.dlq_topic, **raw)
+        self.state = app.topic(settings.state_topic, partitions=1, **raw)
+
+
+class Agents:
+    """What the agents share, and the one function per message each of them runs."""
+
+    def __init__(self, settings: WorkerSettings, topics: Topics, checkpoints: Checkpoints, *, sink,
+                 rules: RuleSet, roles: dict[str, str], topology: Topology, models, config: EngineConfig,
+                 read_partitions: Callable[[], dict[str, int]]):
+        self.settings, self.topics, self.checkpoints, self.sink = settings, topics, checkpoints, sink
+        self.rules, self.roles, self.topology, self.models, self.config = rules, roles, topology, models, config
+        self.read_partitions = read_partitions
+        self.counters = Counters()
+        self.offsets: dict[tuple[str, int], int] = {}  # (topic, partition) -> latest offset read
+        self.names: dict[tuple[str, int], tuple[str, str]] = {}  # (topic, partition) -> (source, stage key)
+        self.sources: list[Sources] = []  # the correlation's view of its sources, while it runs here
+        self.expected: list[frozenset[str]] = []  # every telemetry partition, asked once
+        self.correlate_key = f"correlate:{settings.symptoms_topic}"
+        self.emitting = asyncio.Lock()  # the agent and the idle timer both apply and publish: one at a time
+        self.dead_letters = DeadLetters(topics.dlq, max_value_bytes=settings.dlq_max_bytes)
+        self.store = StoreWriter(sink.write)
+        checkpoints.may_save = lambda key: key != self.correlate_key or self.store.caught_up()
+
+    # ------------------------------------------------------------------ detect
+    async def dead_letter(self, event, rejects: list, source: str) -> None:
+        """The refused records of `event`, each with its own bytes where they can be cut
+        out of a batch; returns once the broker has acknowledged them (or they failed)."""
+        await self.dead_letters.send_all(event.key, letters(event.value, rejects), source=source)
+
+    def _name(self, msg) -> tuple[str, str]:
+        tp = (msg.topic, msg.partition)
+        named = self.names.get(tp)
+        if named is None:
+            source = f"{msg.topic}:{msg.partition}"
+            named = self.names[tp] = (source, "detect:" + source)
+        return named
+
+    def new_detect(self, source: str) -> DetectStage:
+        scorer = self.models.scorer(learn_rate=self.config.learn_rate) if self.models is not None else None
+        return DetectStage(rules=self.rules, roles=self.roles, config=self.config, source=source, scorer=scorer)
+
+    async def on_telemetry(self, event) -> None:
+        counters, checkpoints = self.counters, self.checkpoints
+        if counters.first_read_at is None:
+            counters.first_read_at = time.time()
+        msg = event.message
+        source, key = self._name(msg)
+        stage = checkpoints.stages.get(key)
+        if stage is None:  # first message of a partition here: restore or create its stage
+            stage = await checkpoints.stage(key, lambda: self.new_detect(source))
+            if key in checkpoints.rebuilding:  # its snapshot was refused
+                checkpoints.rebuilt_from(key, msg.offset)
+        if checkpoints.seen(key, event):
+            return
+        self.offsets[(msg.topic, msg.partition)] = msg.offset
+        if stage.feed(event.value):  # rejects or events to hand on (about once a second)
+            await self._hand_on(stage, event, f"{source}@{msg.offset}")
+        checkpoints.hold(key, event)
+        counters.last_read_at = time.time()
+        if checkpoints.due(key):
+            await checkpoints.save(key)
+
+    async def _hand_on(self, stage: DetectStage, event, where: str) -> None:
+        rejects = stage.take_rejects()
+        if rejects:  # before the input is held for acking: a dead letter is never lost
+            await self.dead_letter(event, rejects, where)
+        events = stage.events()
+        if events:  # one message for what this input produced (a few seconds' ticks)
+            await self.topics.symptoms.send(key=b"stage", value=encode_batch(events))
+
+    # -------------------------------------------------------------------- jobs
+    async def on_job(self, event) -> None:
+        metrics, rejects = parse_line(event.value)
+        for m in metrics:
+            result = job_event(m, tick=m.ts, source="jobs")
+            if isinstance(result, StageEvent):
+                await self.topics.symptoms.send(key=b"stage", value=result.to_bytes())
+            else:
+                rejects.append(result)
+        if rejects:
+            msg = event.message
+            await self.dead_letter(event, rejects, f"{msg.topic}:{msg.partition}@{msg.offset}")
+
+    # --------------------------------------------------------------- correlate
+    def new_correlate(self) -> CorrelateStage:
+        return CorrelateStage(topology=self.topology, rules=self.rules, jobs=JobBook.from_file(self.settings.jobs_file),
+                              config=self.config, sources=self.expected[0],
+                              opens_incident=self.models.scorer().opens_incident if self.models is not None else None)
+
+    async def correlation(self) -> CorrelateStage:
+        if self.correlate_key not in self.checkpoints.stages:  # new here: wall-time silence counts from now
+            if not self.expected:
+                counts = await patiently(self.read_partitions, "reading the telemetry topics' partition counts")
+                self.expected[:] = [telemetry_sources(counts)]
+            self.sources[:] = [Sources(self.expected[0], self.settings.idle_partition_s)]
+        return await self.checkpoints.stage(self.correlate_key, self.new_correlate)
+
+    async def apply(self, stage: CorrelateStage) -> None:
+        stage.advance(idle=self.sources[0].idle())
+        changes = stage.changes()
+        if changes:
+            self.counters.incident_changes += len(changes)
+            await self.store.write(changes)  # idempotent upserts by incident id; queued while the store is away
+            for inc in changes:
+                await self.topics.incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
+
+    async def on_symptoms(self, event) -> None:
+        key = self.correlate_key
+        stage = await self.correlation()
+        if key in self.checkpoints.rebuilding:  # its snapshot was refused
+            self.checkpoints.rebuilt_from(key, event.message.offset)
+        await self.store.wait_for_room()  # (only when the store has been away for long)
+        if self.checkpoints.seen(key, event):
+            return
+        events = decode_batch(event.value)
+        for e in events:
+            if e.kind == TICK:
+                self.sources[0].tick(e.source)
+        async with self.emitting:
+            for e in events:
+                stage.add(e)
+            await self.apply(stage)
+        self.checkpoints.hold(key, event)
+        if self.checkpoints.due(key):
+            await self.checkpoints.save(key)
+
+    async def release_idle_sources(self) -> None:
+        """Events held for a partition that went silent are applied once it counts as idle,
+        even when no further event arrives to trigger it."""
+        stage = self.checkpoints.stages.get(self.correlate_key)
+        if isinstance(stage, CorrelateStage) and self.sources and self.sources[0].idle():
+            async with self.emitting:
+                await self.apply(stage)
+
+    # ------------------------------------------------------------- partitions
+    async def save_idle_stages(self) -> None:
+        for key in list(self.checkpoints.stages):
+            if self.checkpoints.due(key):
+                await self.checkpoints.save(key)
+
+    async def on_revoked(self, revoked: set[TP]) -> None:
+        keys = [f"detect:{tp.topic}:{tp.partition}" for tp in revoked]
+        keys += [self.correlate_key] if any(tp.topic == self.settings.symptoms_topic for tp in revoked) else []
+        try:  # best effort: what is not saved is re-read from the last snapshot by the next owner
+            await asyncio.wait_for(self.checkpoints.drop(keys), timeout=5.0)
+        except Exception as exc:  # noqa: BLE001 - shutting down or broker away: the snapshots cover us
+            log.warning("could not save stages %s on revocation: %s", keys, exc)
+            self.checkpoints.discard(keys)
+        self.checkpoints.forget_cache()
+
+
+def register(app: faust.App, agents: Agents) -> None:
+    """The agents, timers and rebalance handlers of the worker app."""
+    topics = agents.topics
+
+    @app.agent(topics.telemetry, name=AGENT_PREFIX + "detect", concurrency=1)
+    async def detect(stream):
+        on_telemetry = agents.on_telemetry
+        async for event in stream.noack().events():
+            await on_telemetry(event)
+
+    @app.agent(topics.jobs, name=AGENT_PREFIX + "jobs", concurrency=1)
+    async def jobs(stream):
+        async for event in stream.events():
+            await agents.on_job(event)
+
+    @app.agent(topics.symptoms, name=AGENT_PREFIX + "correlate", concurrency=1)
+    async def correlate(stream):
+        async for event in stream.noack().events():
+            await agents.on_symptoms(event)
+
+    @app.timer(interval=1.0)
+    async def release_idle_sources():
+        await agents.release_idle_sources()
+
+    @app.timer(interval=agents.settings.checkpoint_every_s)
+    async def save_idle_stages():
+        await agents.save_idle_stages()
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(sender, assigned: set[TP], **kwargs) -> None:
+        agents.checkpoints.prefetch()
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(sender, revoked: set[TP], **kwargs) -> None:
+        await agents.on_revoked(revoked)

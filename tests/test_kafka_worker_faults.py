@@ -1,0 +1,248 @@
+"""The worker under faults, on a real broker: hostile records, a refused checkpoint, a
+PostgreSQL outage mid-stream. Each ends with the replay's incidents.
+
+KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_worker_faults.py
+"""
+import gzip
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+
+import httpx
+import orjson
+import pytest
+from sqlmodel import Session
+
+from api.store.db import make_engine
+from api.store.repository import list_incidents
+from evaluation.scenarios import replay_scenario
+from engine.replay import open_lines
+from test_kafka_workers import Fleet, _free_port, _metrics, _summary
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings(r"ignore:.*is deprecated\. Use files\(\) instead:DeprecationWarning"),
+]
+
+SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
+
+
+def _statuses(incidents: list[dict]) -> list[tuple]:
+    return sorted((i["id"], i["status"], tuple(r["cause"] for r in i["root_causes"])) for i in incidents)
+
+
+def _wait_statuses(fleet: Fleet, expected: list[dict], timeout: float = 120) -> list[dict]:
+    """The stored incidents once their ids, statuses and causes are the replay's (a later
+    change, such as a resolution, may follow the incident's first appearance)."""
+    deadline = time.monotonic() + timeout
+    got = fleet.stored()
+    while _statuses(got) != _statuses(expected) and time.monotonic() < deadline:
+        time.sleep(1)
+        got = fleet.stored()
+    return got
+
+
+def _consume(bootstrap: str, topic: str, *, until, timeout: float = 60) -> list:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=1000, max_partition_fetch_bytes=4 * 1024 * 1024)
+    got = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and not until(got):
+            got.extend(consumer)
+    finally:
+        consumer.close()
+    return got
+
+
+def _wait_records(base: str, n: int, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        samples = _metrics(base)
+        if samples["fabric_rca_records_total"] >= n:
+            return samples
+        time.sleep(0.5)
+    return _metrics(base)
+
+
+# ------------------------------------------------------------------ hostile records
+
+def _record(host, ts, **fields) -> dict:
+    tags = {"interface": "swp1"} | ({"host": host} if host else {})
+    return {"name": "switch_port", "tags": tags, "fields": fields or {"if_in_octets": 1}, "timestamp": ts}
+
+
+def test_hostile_records_are_dead_lettered_with_their_bytes_and_the_rest_is_diagnosed_as_replay_does(
+        tmp_path, scenario_dir, kafka_bootstrap):
+    folder = scenario_dir("pfc_storm")
+    lines = list(open_lines(folder / "telemetry.jsonl.gz"))
+    first = orjson.loads(lines[0])
+    ts = (first["metrics"][0] if "metrics" in first else first)["timestamp"]
+    nested = orjson.dumps({"metrics": [_record("leaf01", ts)]})
+    big = orjson.dumps(_record(None, ts, s="x" * 600_000))  # 600 KB, no host
+    hostile = {
+        b"{not json": "bad_json",
+        b'{"name":"switch_port","tags":{"host":"leaf01"},"fields":{"x":NaN},"timestamp":%d}' % ts: "non_finite_field",
+        big: "missing_host",
+        nested: "nested_batch",  # a batch inside a batch
+        b"42": "not_an_object",
+    }
+    line_of_members = b'{"metrics":[42,' + nested + b"]}"
+    own = tmp_path / "hostile"
+    own.mkdir()
+    for f in folder.iterdir():
+        if f.name != "telemetry.jsonl.gz":
+            os.symlink(f, own / f.name)
+    with gzip.open(own / "telemetry.jsonl.gz", "wb") as fh:
+        k = len(lines) // 3
+        fh.writelines(lines[:k])
+        fh.writelines(v + b"\n" for v in list(hostile)[:3])
+        fh.write(line_of_members + b"\n")
+        fh.writelines(lines[k:])
+    _, expected, stats = replay_scenario(own)
+    assert expected and stats.rejects == Counter(hostile.values())  # replay refuses each, for its reason
+
+    fleet = Fleet(tmp_path, own, kafka_bootstrap)
+    try:
+        base = fleet.start("w1")
+        published = fleet.publish()
+        dlq = _consume(fleet.bootstrap, fleet.prefix + "fabric.telemetry.dlq", until=lambda g: len(g) >= len(hostile))
+        assert {m.value: dict(m.headers)["reason"].decode() for m in dlq} == hostile, fleet.logs()
+        assert all(len(dict(m.headers)["detail"]) <= 256 for m in dlq)
+        got = _wait_statuses(fleet, expected)
+        assert _statuses(got) == _statuses(expected), fleet.logs()
+        samples = _wait_records(base, published.records)
+        assert samples["fabric_rca_dead_lettered_total"] == len(dlq) == len(hostile)
+        assert samples["fabric_rca_dead_letter_failed_total"] == 0
+    finally:
+        fleet.stop()
+
+
+# ------------------------------------------------------------------ a refused checkpoint
+
+def test_a_refused_checkpoint_is_never_used_and_the_stage_rebuilt_from_input(tmp_path, scenario_dir,
+                                                                           kafka_bootstrap):
+    """Garbage and a crafted value (a pickle that would run a command) as the snapshots of
+    every stage: each is refused, logged and counted, the stages start fresh, and the
+    scenario is diagnosed as replay does."""
+    from kafka import KafkaProducer
+
+    from streams import state
+
+    folder = scenario_dir("pfc_storm")
+    _, expected, _ = replay_scenario(folder)
+    fleet = Fleet(tmp_path, folder, kafka_bootstrap)
+    keys = [f"detect:{fleet.prefix}fabric.telemetry:{p}" for p in range(4)] + [f"correlate:{fleet.prefix}fabric.symptoms"]
+    crafted = b"\x80\x04cos\nsystem\n(S'touch " + str(tmp_path / "pwned").encode() + b"'\ntR."
+    producer = KafkaProducer(bootstrap_servers=fleet.bootstrap)
+    for i, key in enumerate(keys):
+        blob = crafted if i % 2 else b"garbage"
+        producer.send(fleet.prefix + "fabric.state", key=key.encode(), value=state.encode(10**6, blob))
+    producer.flush()
+    producer.close()
+    try:
+        base = fleet.start("w1")
+        published = fleet.publish()
+        samples = _wait_records(base, published.records)
+        assert samples["fabric_rca_records_total"] == published.records, fleet.logs()  # none skipped as covered
+        got = _wait_statuses(fleet, expected)
+        assert _statuses(got) == _statuses(expected), fleet.logs()
+        samples = _metrics(base)
+        assert samples["fabric_rca_checkpoints_refused_total"] == len(keys)
+        assert samples["fabric_rca_stages_restored_total"] == 0
+        log = (tmp_path / "w1.log").read_text()
+        assert all(f"checkpoint of {key} at offset 1000000 refused" in log for key in keys)
+        assert not (tmp_path / "pwned").exists()
+    finally:
+        fleet.stop()
+
+
+# ------------------------------------------------------------------ a store outage
+
+class OwnPostgres:
+    """A PostgreSQL server of this test's own (scripts/pg-dev on a free port), to stop."""
+
+    def __init__(self):
+        # under /tmp: as root, the server runs as `postgres`, which cannot enter pytest's 0700 dirs
+        self.dir = tempfile.mkdtemp(prefix="fabric-rca-pg-")
+        os.chmod(self.dir, 0o755)
+        self.env = dict(os.environ, PG_PORT=str(_free_port()), PG_STATE_DIR=os.path.join(self.dir, "pg"))
+        self.url = self._run("start")
+
+    def _run(self, verb: str) -> str:
+        out = subprocess.run([os.path.join(SCRIPTS, "pg-dev"), verb], env=self.env, capture_output=True,
+                             text=True, timeout=180)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+    def stop(self) -> None:
+        self._run("stop")
+
+    def start(self) -> None:
+        self._run("start")
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PgFleet(Fleet):
+    def stored(self) -> list[dict]:
+        engine = make_engine(self.db)
+        try:
+            with Session(engine) as session:
+                return list_incidents(session, limit=None)
+        except Exception:  # the server is down, or the schema not there yet
+            return []
+        finally:
+            engine.dispose()
+
+
+def test_a_store_outage_mid_stream_loses_no_incident_change(tmp_path, scenario_dir, kafka_bootstrap):
+    if not os.path.isdir("/usr/lib/postgresql") and not os.environ.get("PG_BIN"):
+        pytest.skip("no PostgreSQL server binaries (scripts/pg-dev installs them as root)")
+    folder = scenario_dir("pfc_storm")
+    _, expected, _ = replay_scenario(folder)
+    pg = OwnPostgres()
+    fleet = PgFleet(tmp_path, folder, kafka_bootstrap)
+    fleet.db = pg.url
+    try:
+        base = fleet.start("w1")
+        published = []
+        publisher = threading.Thread(target=lambda: published.append(fleet.publish(speed=25.0)))  # ~12 s
+        publisher.start()
+        time.sleep(2)
+        pg.stop()
+        seen_down = []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            health = httpx.get(base + "/healthz", timeout=5).json()
+            if health["status"] == "store_unavailable":
+                seen_down.append((health["store"], _metrics(base)["fabric_rca_store_available"]))
+            assert fleet.alive("w1"), fleet.logs()
+            time.sleep(0.5)
+        pg.start()
+        publisher.join(timeout=120)
+        got = _wait_statuses(fleet, expected)
+        assert fleet.alive("w1"), fleet.logs()
+        assert seen_down and all(not s["available"] and m == 0 for s, m in seen_down), seen_down
+        assert max(s["pending_changes"] for s, _ in seen_down) > 0, "the outage must hold back changes"
+        assert _statuses(got) == _statuses(expected) and _summary(got) == _summary(expected), fleet.logs()
+        health = httpx.get(base + "/healthz").json()
+        assert health["status"] == "ok" and health["store"] == {"available": True, "pending_changes": 0}
+        # the incidents topic holds every change too: its latest per id is the replay's
+        latest: dict[str, dict] = {}
+        for m in _consume(fleet.bootstrap, fleet.prefix + "fabric.incidents",
+                          until=lambda g: False, timeout=5):  # (all of it: read for 5 s)
+            latest[m.key.decode()] = orjson.loads(m.value)
+        assert _statuses(list(latest.values())) == _statuses(expected)
+    finally:
+        fleet.stop()
+        pg.remove()
