@@ -23,6 +23,12 @@ def rec(t: float, host: str = "leaf01") -> Metric:
     return m
 
 
+def old(lateness: float = 5.0, **kw) -> Reorderer:
+    """A reorderer with one lateness for every series (no per-interval bound) that trusts
+    the first device it hears: the release mechanics alone, times worked out by hand."""
+    return Reorderer(lateness_s=lateness, lateness_intervals=0, quorum_devices=1, **kw)
+
+
 def offsets(metrics: list[Metric]) -> list[float]:
     return [m.ts - T0 for m in metrics]
 
@@ -34,7 +40,7 @@ def push(r: Reorderer, *times: float, host: str = "leaf01") -> tuple[list[float]
 
 
 def test_records_three_seconds_out_of_order_come_out_sorted():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     # (arrival, released by that push): watermark = newest - 5
     timeline = [
         (0, []),  # newest 0, watermark -5
@@ -59,7 +65,7 @@ def test_records_three_seconds_out_of_order_come_out_sorted():
 
 
 def test_a_batch_is_ordered_within_itself():
-    r = Reorderer(lateness_s=2)
+    r = old(2)
     released, rejects = push(r, 5, 1, 4, 0, 3, 2)  # newest 5 -> watermark 3
     assert released == [0, 1, 2, 3]
     assert rejects == []
@@ -67,7 +73,7 @@ def test_a_batch_is_ordered_within_itself():
 
 
 def test_lateness_boundary():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     assert push(r, 10) == ([], [])  # watermark 5
     released, rejects = push(r, 5)  # exactly at the watermark: not behind it, kept
     assert (released, rejects) == ([], [])  # the watermark did not move
@@ -80,7 +86,7 @@ def test_lateness_boundary():
 
 
 def test_too_late_record_is_rejected_and_never_released():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     push(r, 0)
     released, _ = push(r, 10)  # watermark 5
     assert released == [0]
@@ -93,7 +99,7 @@ def test_too_late_record_is_rejected_and_never_released():
 
 
 def test_rejects_are_appended_to_the_callers_list():
-    r = Reorderer(lateness_s=1)
+    r = old(1)
     push(r, 10)
     rejects = [Reject("bad_json", "earlier", "x")]
     r.push([rec(1), rec(2)], rejects)
@@ -101,7 +107,7 @@ def test_rejects_are_appended_to_the_callers_list():
 
 
 def test_duplicates_are_dropped_and_counted():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     push(r, 0, 1)
     push(r, 1)  # same series, same time
     push(r, 1, host="leaf02")  # same time, another series: not a duplicate
@@ -112,7 +118,7 @@ def test_duplicates_are_dropped_and_counted():
 
 
 def test_resent_record_already_released_is_not_released_again():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     push(r, 0)
     released, _ = push(r, 6)  # watermark 1
     assert released == [0]
@@ -122,14 +128,14 @@ def test_resent_record_already_released_is_not_released_again():
 
 
 def test_flush_releases_everything_held():
-    r = Reorderer(lateness_s=30)
+    r = old(30)
     assert push(r, 2, 0, 1) == ([], [])
     assert offsets(r.flush()) == [0, 1, 2]
     assert r.flush() == []
 
 
 def test_empty_push_releases_nothing():
-    r = Reorderer()
+    r = old()
     assert r.push([], []) == []
     assert r.flush() == []
 
@@ -156,7 +162,7 @@ def test_bounded_disorder_is_fully_repaired(lateness, items, data):
     arrival = [items[i] for i in order]
     sizes = data.draw(st.lists(st.integers(1, 5), min_size=len(arrival), max_size=len(arrival)))
 
-    r = Reorderer(lateness_s=lateness)
+    r = old(lateness, skew_s=1e9)  # (gaps of any size: no record is from the future here)
     rejects: list[Reject] = []
     out: list[Metric] = []
     pos = 0
@@ -183,22 +189,33 @@ class _Reference:
     def __init__(self, lateness: float, step: float):
         self.lateness, self.step = lateness, step
         self.held, self.seen, self.watermark, self.newest = [], set(), float("-inf"), float("-inf")
+        self.devices, self.fleet, self.next_check, self.late = {}, float("-inf"), float("-inf"), []
 
     def push(self, metrics):
         for m in metrics:
             if (m.series, m.ts) in self.seen or m.ts < self.watermark:
                 continue
             self.seen.add((m.series, m.ts))
+            if m.ts == self.watermark:  # at the watermark: taken, released with the next release
+                self.late.append(m)
+                continue
             self.held.append(m)
             self.newest = max(self.newest, m.ts)
-        if self.newest - self.lateness >= self.watermark + self.step:
-            return self.release(self.newest - self.lateness)
+            host = m.tags["host"]
+            self.devices[host] = max(self.devices.get(host, m.ts), m.ts)
+        if not self.devices or self.newest < self.next_check:
+            return []
+        self.next_check = self.newest + self.step
+        votes = sorted(self.devices.values())  # the fleet: the lower median of devices' newest
+        self.fleet = max(self.fleet, votes[(len(votes) - 1) // 2])
+        if self.fleet - self.lateness >= self.watermark + self.step or self.late:
+            return self.release(max(self.fleet - self.lateness, self.watermark))
         return []
 
     def release(self, watermark):
         self.held.sort(key=lambda m: m.ts)
-        out = [m for m in self.held if m.ts <= watermark]
-        self.held = [m for m in self.held if m.ts > watermark]
+        out = sorted(self.late, key=lambda m: m.ts) + [m for m in self.held if m.ts <= watermark]
+        self.held, self.late = [m for m in self.held if m.ts > watermark], []
         if watermark != float("inf"):
             self.watermark = watermark
         return out
@@ -213,7 +230,7 @@ def test_release_order_is_a_stable_sort_of_arrivals(items, sizes):
     """Invariant stable_release: whatever the disorder, records come out as a stable sort
     by event time of their arrival order (equal times keep arrival order)."""
     records = [rec(t, host) for host, t in items]
-    r, ref = Reorderer(lateness_s=2.0), _Reference(2.0, Reorderer().release_step_s)
+    r, ref = old(2.0, stale_checks=10**9, skew_s=1e9), _Reference(2.0, Reorderer().release_step_s)
     got, want, pos = [], [], 0
     for size in sizes:
         chunk, pos = records[pos:pos + size], pos + size
