@@ -115,6 +115,8 @@ class Reorderer:
         if ts > fleet:
             ahead = max(self.lateness_intervals * interval, self.min_ahead_s) + self.skew_s
             if ts - fleet > ahead:
+                self._refresh()  # the fleet as of now, not of the last release check
+            if ts - self.fleet > ahead:
                 self._quarantine(m, rejects)
                 return
             first = self._seen.setdefault((m.series, ts), m)
@@ -143,6 +145,23 @@ class Reorderer:
         self._seen[key] = m
         self._late.append(m)
         self._count("late")
+        self._learn(m)  # (a lagging series learns its interval from its late records too)
+
+    def _learn(self, m: Metric) -> None:
+        host = m.tags["host"]
+        d = self._devices.get(host)
+        if d is None:
+            self._devices[host] = [m.ts, self._checks]
+        else:
+            d[0], d[1] = max(d[0], m.ts), self._checks
+        s = self._series.get(m.series)
+        if s is None:
+            self._series[m.series] = [m.ts, 0.0]
+        elif m.ts > s[0]:
+            s.append(m.ts - s[0])
+            s[0] = m.ts
+            if len(s) >= 2 + GAPS or (s[1] == 0 and len(s) > 2):
+                self._estimate(s)
 
     def _quarantine(self, m: Metric, rejects: list[Reject]) -> None:
         host = m.tags.get("host", "")
@@ -241,15 +260,18 @@ class Reorderer:
             return self._warm_up(rejects)
         self._checks += 1
         self._next_check = self._newest + self.release_step_s
+        self._refresh()
+        watermark = self.fleet - self.lateness_s
+        if watermark >= self.watermark + self.release_step_s or self._late:
+            return self._release(max(watermark, self.watermark))
+        return []
+
+    def _refresh(self) -> None:
         self._scan()
         fleet = self._fleet_time()
         if fleet > self.fleet:
             self.fleet = fleet
             self._high = fleet + self.min_ahead_s + self.skew_s
-        watermark = self.fleet - self.lateness_s
-        if watermark >= self.watermark + self.release_step_s or self._late:
-            return self._release(max(watermark, self.watermark))
-        return []
 
     def _warm_up(self, rejects: list[Reject]) -> list[Metric]:
         """Trust the fleet's time once `quorum_devices` devices (or one device with

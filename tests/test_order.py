@@ -6,6 +6,7 @@ newest event time pushed minus the lateness, worked out by hand at each step.
 """
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -239,3 +240,112 @@ def test_release_order_is_a_stable_sort_of_arrivals(items, sizes):
     got += r.flush()
     want += ref.release(float("inf"))
     assert [id(m) for m in got] == [id(m) for m in want]
+
+
+# ------------------------------------------------------------------ fleet, intervals, halves
+
+
+def srec(t: float, host: str, interval: str = "swp1", **fields) -> Metric:
+    m = parse_metric({"name": "switch_port", "tags": {"host": host, "interface": interval},
+                      "fields": fields or {"if_in_octets": t}, "timestamp": T0 + t})
+    assert isinstance(m, Metric)
+    return m
+
+
+def fleet_of(r: Reorderer, until: float, hosts=("leaf01", "leaf02", "spine01"), every: float = 1.0,
+             start: float = 0.0) -> list[Metric]:
+    """Push every host's 1 s series up to `until`; what was released."""
+    out, t = [], start
+    while t <= until:
+        rejects: list[Reject] = []
+        out += r.push([srec(t, h) for h in hosts], rejects)
+        assert rejects == []
+        t += every
+    return out
+
+
+@pytest.mark.parametrize("interval", [10.0, 30.0])
+def test_slow_series_records_one_to_three_intervals_late_are_all_used(interval):
+    r = Reorderer()
+    rejects: list[Reject] = []
+    slow = [srec(k * interval, "stor01", "sda") for k in range(12)]
+    out = fleet_of(r, 2 * interval)
+    for k in range(3):  # the slow series' interval is learnt from its first samples
+        out += r.push([slow[k]], rejects)
+    t = 2 * interval
+    for k in range(3, 12):
+        delay = 1 + k % 3  # 1, 2, 3 intervals late (behind the fleet's time)
+        while t < (k + delay) * interval:
+            t += 1
+            out += r.push([srec(t, h) for h in ("leaf01", "leaf02", "spine01")], rejects)
+        out += r.push([slow[k]], rejects)
+    out += r.flush()
+    assert rejects == []
+    assert [m.ts - T0 for m in out if m.tags["host"] == "stor01"] == [k * interval for k in range(12)]
+    assert r._interval(slow[0].series) == interval
+
+
+def test_a_record_later_than_its_series_bound_is_too_late():
+    r = Reorderer()
+    fleet_of(r, 30)  # 1 s series: bound max(3 x 1 s, 5 s) = 5 s behind the fleet's time
+    rejects: list[Reject] = []
+    r.push([srec(26, "leaf01", "swp9")], rejects)  # a new series: its interval unknown, taken
+    r.push([srec(30 - 5.5, "leaf01")], rejects)  # leaf01:swp1 at 1 s: 5.5 s behind
+    assert [x.reason for x in rejects] == ["too_late"]
+    assert "5 s" in rejects[0].detail
+
+
+def test_one_record_far_ahead_is_quarantined_and_moves_nothing():
+    r = Reorderer()
+    fleet_of(r, 10)
+    rejects: list[Reject] = []
+    assert r.push([srec(10_000, "rogue")], rejects) == []
+    assert [x.reason for x in rejects] == ["future_timestamp"]
+    assert r.clock_suspects == {"rogue": [1, pytest.approx(10_000 - 10, abs=2)]}
+    out = fleet_of(r, 20, start=11)  # the fleet goes on: nothing of it is too late
+    assert out and r.fleet == T0 + 20
+
+
+def test_the_fleet_follows_a_clock_jump_of_most_devices():
+    r = Reorderer()
+    fleet_of(r, 10)
+    rejects: list[Reject] = []
+    for t in range(3600, 3610):
+        r.push([srec(t, h) for h in ("leaf01", "leaf02", "spine01")], rejects)
+    assert r.fleet >= T0 + 3600
+    assert 0 < len(rejects) <= 3  # the first jumped records, until two of three devices agree
+
+
+def test_halves_of_one_sample_are_merged_and_true_duplicates_dropped():
+    r = Reorderer(quorum_devices=1)
+    a = srec(0, "gpu001", "mlx5_0", port_xmit_data=1, port_rcv_data=2)
+    b = srec(0, "gpu001", "mlx5_0", excessive_buffer_overrun_errors=0, port_rcv_data=3)
+    rejects: list[Reject] = []
+    r.push([a], rejects)
+    r.push([b], rejects)
+    r.push([srec(0, "gpu001", "mlx5_0", port_xmit_data=1)], rejects)  # a re-sent half: nothing new
+    out = r.flush()
+    assert rejects == []
+    assert len(out) == 1
+    assert out[0].fields == {"port_xmit_data": 1, "port_rcv_data": 3, "excessive_buffer_overrun_errors": 0}
+    assert (r.merged, r.conflicting_fields, r.duplicates) == (1, 1, 1)
+
+
+@given(
+    delays=st.lists(st.integers(0, 3), min_size=40, max_size=40),
+    interval=st.sampled_from([1.0, 10.0, 30.0]),
+)
+def test_any_disorder_within_the_bound_gives_the_same_records_per_series(delays, interval):
+    """Invariant within_bound: records delayed by up to 3 of their series' intervals are
+    all taken, and every series comes out in time order, whatever the arrival order."""
+    hosts = ("leaf01", "leaf02", "spine01", "spine02")
+    records = [(srec(k * interval, h), k + delays[(k * 4 + i) % len(delays)])
+               for k in range(10) for i, h in enumerate(hosts)]
+    arrival = [m for m, _ in sorted(records, key=lambda x: x[1])]
+    r, rejects, out = Reorderer(), [], []
+    for m in arrival:
+        out += r.push([m], rejects)
+    out += r.flush()
+    assert rejects == []
+    for h in hosts:
+        assert [m.ts - T0 for m in out if m.tags["host"] == h] == [k * interval for k in range(10)]
