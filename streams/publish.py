@@ -33,6 +33,8 @@ FLUSH_TIMEOUT_S = 120.0
 DEFAULT_BATCH = 200  # metrics of one host per message (about 200 KB of JSON)
 BATCH_BYTES = 256 * 1024  # ... and at most this much
 WINDOW_S = 3.0  # ... and at most this much of its event time (under the workers' 5 s lateness)
+JUMP_S = 60.0  # a record this far past the window is sent alone and moves no window ...
+JUMP_RUN = 64  # ... unless this many such records come in a row (the file's clock jumped)
 MAX_MESSAGE_BYTES = 1_000_000  # under the broker's default max.message.bytes (1 MiB batches)
 
 
@@ -225,6 +227,7 @@ class _Batches:
         self.nbytes: dict[tuple[str, bytes], int] = {}
         self.count = 0
         self.window_end = float("-inf")
+        self.ahead = 0  # records in a row far past the window (one from 2030 must not end windowing)
 
     def add(self, messages: list[Message]) -> None:
         if self.size == 1:
@@ -240,6 +243,13 @@ class _Batches:
                     ts = seconds(m.timestamp)
                 except ValueError:
                     ts = None
+                if ts is not None and ts >= self.window_end + JUMP_S and self.window_end != float("-inf"):
+                    self.ahead += 1
+                    if self.ahead < JUMP_RUN:
+                        direct.append(m)  # alone: the worker quarantines it (future_timestamp)
+                        continue
+                elif ts is not None:
+                    self.ahead = 0
                 if ts is not None and ts >= self.window_end:
                     # A batch holds at most one second of a host's event time, and all
                     # batches go out when the file's time moves on: the partitions keep
