@@ -34,6 +34,7 @@ per record. All state is plain data (floats, strs, lists, dicts) for checkpoints
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import islice
 from dataclasses import dataclass, field
 from operator import attrgetter
 
@@ -160,7 +161,7 @@ class Reorderer:
         elif m.ts > s[0]:
             s.append(m.ts - s[0])
             s[0] = m.ts
-            if len(s) >= 2 + GAPS or (s[1] == 0 and len(s) > 2):
+            if len(s) > 2 + GAPS - 1 or not s[1]:
                 self._estimate(s)
 
     def _quarantine(self, m: Metric, rejects: list[Reject]) -> None:
@@ -212,8 +213,7 @@ class Reorderer:
         """Count the arrivals since the last check into device times and series intervals."""
         new, devices, series, claims = self._new, self._devices, self._series, self._claims
         check = self._checks
-        for i in range(self._scanned, len(new)):
-            m = new[i]
+        for m in islice(new, self._scanned, None):
             ts = m.ts
             host = m.tags["host"]
             d = devices.get(host)
@@ -231,7 +231,7 @@ class Reorderer:
             elif ts > s[0]:
                 s.append(ts - s[0])
                 s[0] = ts
-                if len(s) >= 2 + GAPS or (s[1] == 0 and len(s) > 2):
+                if len(s) > 2 + GAPS - 1 or not s[1]:
                     self._estimate(s)
         self._scanned = len(new)
 
