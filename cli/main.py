@@ -60,6 +60,10 @@ def cmd_replay(args) -> int:
         print(f"  rejected: {summary['rejected']}" + (f" {summary['rejects']} -> {args.rejects}" if summary["rejected"] else ""))
         print(f"  duplicates dropped: {summary['duplicates']}, counter resets: {summary['counter_resets']}, "
               f"ignored measurements: {summary['ignored_measurements'] or 0}, ignored fields: {summary['ignored_fields']}")
+        if summary["merged_halves"]:
+            print(f"  halves merged: {summary['merged_halves']} ({summary['conflicting_fields']} conflicting fields)")
+        for host, c in summary["clock_suspect_devices"].items():
+            print(f"  device {host}'s clock is {c['ahead_s']:.0f} s ahead: {c['future_timestamps']} records quarantined")
     if failures:
         print(failed_files_line(failures, total=len(args.files)), file=sys.stderr)
     return replay_exit_code(failures)
@@ -343,7 +347,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--resolve-after", type=_positive, default=60.0, metavar="SECONDS",
                    help="resolve an incident after its symptoms stay quiet this long (event time; default 60)")
     r.add_argument("--lateness", type=_positive, default=5.0, metavar="SECONDS",
-                   help="how late a record may arrive and still be put in order (default 5)")
+                   help="release delay behind the fleet's event time, and the least lateness of any series "
+                        "(a series may be 3 of its sample intervals late, up to 180 s; default 5)")
     r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
     r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
     r.add_argument("--jobs-topic", default="fabric.jobs", help="jobs topic for --to-kafka")

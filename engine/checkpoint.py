@@ -54,6 +54,11 @@ class StatsState(msgspec.Struct, frozen=True):
     incidents_resolved: int
     watermark: float | None
     non_numeric_fields: int = 0
+    merged: int = 0
+    conflicting_fields: int = 0
+    late: int = 0
+    late_halves: int = 0
+    clock_suspects: dict[str, tuple[int, float]] = {}
 
 
 class DetectCheckpoint(msgspec.Struct, frozen=True):

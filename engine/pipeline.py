@@ -31,7 +31,10 @@ from rules.schema import RuleSet
 
 @dataclass(frozen=True)
 class EngineConfig:
-    lateness_s: float = 5.0  # how late a record may arrive and still be placed in order
+    lateness_s: float = 5.0  # release delay behind the fleet's time, and the least lateness of any series
+    lateness_intervals: float = 3.0  # a series may be this many of its sample intervals late (contract 1)
+    max_lateness_s: float = 180.0  # ... but never more than this
+    skew_s: float = 30.0  # a record leading the fleet by max(3 intervals, 10 s) + this is quarantined
     tick_s: float = 1.0  # event-time step of detection and correlation timers
     correlation: CorrelationConfig = CorrelationConfig()
     learn_rate: float = 0.0  # anomaly models: online learning step (0: baselines stay as trained)
@@ -45,6 +48,11 @@ class Stats:
     ignored_measurements: Counter = field(default_factory=Counter)
     ignored_fields: int = 0
     duplicates: int = 0
+    merged: int = 0  # halves of one sample (same series and time, other fields) merged
+    conflicting_fields: int = 0  # fields both halves held with different values (the later kept)
+    late: int = 0  # records behind the release watermark taken within their series' bound
+    late_halves: int = 0
+    clock_suspects: dict = field(default_factory=dict)  # host -> [future_timestamp rejects, max s ahead]
     counter_resets: int = 0
     non_numeric_fields: int = 0  # counter values that were strings or booleans (no rate; counted, not used)
     symptoms: int = 0
@@ -59,6 +67,11 @@ class Stats:
             "rejects": dict(sorted(self.rejects.items())),
             "rejected": sum(self.rejects.values()),
             "duplicates": self.duplicates,
+            "merged_halves": self.merged,
+            "conflicting_fields": self.conflicting_fields,
+            "late_records": self.late,
+            "clock_suspect_devices": {h: {"future_timestamps": n, "ahead_s": ahead}
+                                      for h, (n, ahead) in sorted(self.clock_suspects.items())},
             "ignored_measurements": dict(sorted(self.ignored_measurements.items())),
             "ignored_fields": self.ignored_fields,
             "counter_resets": self.counter_resets,
@@ -71,13 +84,19 @@ class Stats:
     def snapshot(self) -> StatsState:
         return StatsState(self.records, self.lines, dict(self.rejects), dict(self.ignored_measurements),
                           self.ignored_fields, self.duplicates, self.counter_resets, self.symptoms,
-                          self.incidents_opened, self.incidents_resolved, self.watermark, self.non_numeric_fields)
+                          self.incidents_opened, self.incidents_resolved, self.watermark, self.non_numeric_fields,
+                          self.merged, self.conflicting_fields, self.late, self.late_halves,
+                          {h: (int(c), float(a)) for h, (c, a) in self.clock_suspects.items()})
 
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
         for f in dataclasses.fields(self):
             value = getattr(state, f.name)
-            setattr(self, f.name, Counter(value) if isinstance(value, dict) else value)
+            if f.name == "clock_suspects":
+                value = {h: [c, a] for h, (c, a) in value.items()}
+            elif isinstance(value, dict):
+                value = Counter(value)
+            setattr(self, f.name, value)
 
 
 def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
@@ -98,7 +117,8 @@ class DetectStage:
         self.source = source
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
-        self.reorder = Reorderer(lateness_s=config.lateness_s, stats=self.stats)
+        self.reorder = Reorderer(lateness_s=config.lateness_s, lateness_intervals=config.lateness_intervals,
+                                 max_lateness_s=config.max_lateness_s, skew_s=config.skew_s, stats=self.stats)
         self.detector = Detector(rules, roles, scorer=scorer)
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
@@ -181,7 +201,11 @@ class DetectStage:
 
     def finish(self) -> None:
         """End of input: release held records and run the timers past the last event time."""
-        released = self.reorder.flush()
+        rejects: list[Reject] = []
+        released = self.reorder.flush(rejects)
+        for r in rejects:
+            self.stats.rejects[r.reason] += 1
+        self.rejected.extend(rejects)
         if released:
             self._process(released)
         last = self.detector.clock

@@ -40,6 +40,8 @@ BATCH_BYTES = 256 * 1024  # ... and at most this much
 WINDOW_S = 3.0  # ... and at most this much of its event time (under the workers' 5 s lateness)
 MAX_REQUEST_BYTES = 1_048_576  # the producer's bound, under the broker's default max.message.bytes (1 MiB + 12)
 MAX_MESSAGE_BYTES = MAX_LINE_BYTES + 4096  # a value, with room for its key and the record's overhead
+JUMP_S = 60.0  # a record this far past the window is sent alone and moves no window ...
+JUMP_RUN = 64  # ... unless this many such records come in a row (the file's clock jumped)
 
 
 class Message(NamedTuple):
@@ -281,6 +283,7 @@ class _Batches:
         self.nbytes: dict[tuple[str, bytes], int] = {}
         self.count = 0
         self.window_end = float("-inf")
+        self.ahead = 0  # records in a row far past the window (one from 2030 must not end windowing)
 
     def add(self, messages: list[Message]) -> None:
         if self.size == 1:
@@ -296,13 +299,20 @@ class _Batches:
                     ts = seconds(m.timestamp)
                 except ValueError:
                     ts = None
-                if ts is not None and ts < self.window_end - WINDOW_S:
-                    # A record older than the window (late in the file): what is pending
-                    # goes first, so no record of its partition precedes it that did not
-                    # precede it in the file, and the workers' watermark keeps it as
-                    # `replay`'s does (a batch holding newer records ahead of it made it
-                    # `too_late` for the worker only).
-                    self.send()
+                if ts is not None and ts >= self.window_end + JUMP_S and self.window_end != float("-inf"):
+                    self.ahead += 1
+                    if self.ahead < JUMP_RUN:
+                        direct.append(m)  # alone: the worker quarantines it (future_timestamp)
+                        continue
+                elif ts is not None:
+                    self.ahead = 0
+                    if ts < self.window_end - WINDOW_S:
+                        # A record older than the window (late in the file): what is pending
+                        # goes first, so no record of its partition precedes it that did not
+                        # precede it in the file, and the workers' watermark keeps it as
+                        # `replay`'s does (a batch holding newer records ahead of it made it
+                        # `too_late` for the worker only).
+                        self.send()
                 if ts is not None and ts >= self.window_end:
                     # A batch holds at most one second of a host's event time, and all
                     # batches go out when the file's time moves on: the partitions keep

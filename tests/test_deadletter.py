@@ -47,7 +47,10 @@ def test_only_the_bad_members_of_a_batch_are_dead_lettered_with_their_own_bytes(
 
 def test_a_too_late_member_is_cut_out_by_its_series_and_time():
     stage = DetectStage(rules=load_rules(None), roles={})
-    stage.feed(rec("leaf01", T0 + 60))
+    for t in range(40, 61):  # three devices at 1 s: the fleet's time is known, and leaf01's interval
+        for host in ("leaf01", "leaf02", "leaf03"):
+            stage.feed(rec(host, T0 + t))
+    stage.take_rejects()
     late = rec("leaf01", T0)
     value = batch(rec("leaf01", T0 + 61), late)
     stage.feed(value)

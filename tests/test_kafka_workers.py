@@ -354,3 +354,27 @@ def test_workers_survive_a_broker_restart_mid_stream(tmp_path, scenario_dir, exp
     finally:
         fleet.stop()
         broker.stop()
+
+
+def test_a_record_from_2030_changes_no_incident(fleet, expected):
+    """One record dated 2030 from an unknown host, after line 1001: the worker holding its
+    partition quarantines it (future_timestamp, to the dead-letter topic) and still finds
+    what replay finds; no false device_down from a hijacked watermark."""
+    import gzip
+    import json
+
+    from engine.replay import open_lines
+
+    bad = json.dumps({"name": "switch_port", "tags": {"host": "rogue99", "interface": "swp1"},
+                      "fields": {"if_in_octets": 1}, "timestamp": 1_900_000_000})
+    path = fleet.tmp / "telemetry-2030.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        for n, line in enumerate(open_lines(fleet.folder / "telemetry.jsonl.gz"), 1):
+            fh.write(line.decode().rstrip("\n") + "\n")
+            if n == 1001:
+                fh.write(bad + "\n")
+    fleet.start("w1")
+    stats = fleet.publish([path])
+    assert stats.failed == 0
+    got = fleet.wait_for(expected)
+    assert _summary(got) == _summary(expected), fleet.logs()

@@ -6,6 +6,7 @@ newest event time pushed minus the lateness, worked out by hand at each step.
 """
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +24,12 @@ def rec(t: float, host: str = "leaf01") -> Metric:
     return m
 
 
+def old(lateness: float = 5.0, **kw) -> Reorderer:
+    """A reorderer with one lateness for every series (no per-interval bound) that trusts
+    the first device it hears: the release mechanics alone, times worked out by hand."""
+    return Reorderer(lateness_s=lateness, lateness_intervals=0, quorum_devices=1, **kw)
+
+
 def offsets(metrics: list[Metric]) -> list[float]:
     return [m.ts - T0 for m in metrics]
 
@@ -34,7 +41,7 @@ def push(r: Reorderer, *times: float, host: str = "leaf01") -> tuple[list[float]
 
 
 def test_records_three_seconds_out_of_order_come_out_sorted():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     # (arrival, released by that push): watermark = newest - 5
     timeline = [
         (0, []),  # newest 0, watermark -5
@@ -59,7 +66,7 @@ def test_records_three_seconds_out_of_order_come_out_sorted():
 
 
 def test_a_batch_is_ordered_within_itself():
-    r = Reorderer(lateness_s=2)
+    r = old(2)
     released, rejects = push(r, 5, 1, 4, 0, 3, 2)  # newest 5 -> watermark 3
     assert released == [0, 1, 2, 3]
     assert rejects == []
@@ -67,7 +74,7 @@ def test_a_batch_is_ordered_within_itself():
 
 
 def test_lateness_boundary():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     assert push(r, 10) == ([], [])  # watermark 5
     released, rejects = push(r, 5)  # exactly at the watermark: not behind it, kept
     assert (released, rejects) == ([], [])  # the watermark did not move
@@ -80,7 +87,7 @@ def test_lateness_boundary():
 
 
 def test_too_late_record_is_rejected_and_never_released():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     push(r, 0)
     released, _ = push(r, 10)  # watermark 5
     assert released == [0]
@@ -93,7 +100,7 @@ def test_too_late_record_is_rejected_and_never_released():
 
 
 def test_rejects_are_appended_to_the_callers_list():
-    r = Reorderer(lateness_s=1)
+    r = old(1)
     push(r, 10)
     rejects = [Reject("bad_json", "earlier", "x")]
     r.push([rec(1), rec(2)], rejects)
@@ -101,7 +108,7 @@ def test_rejects_are_appended_to_the_callers_list():
 
 
 def test_duplicates_are_dropped_and_counted():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     push(r, 0, 1)
     push(r, 1)  # same series, same time
     push(r, 1, host="leaf02")  # same time, another series: not a duplicate
@@ -112,7 +119,7 @@ def test_duplicates_are_dropped_and_counted():
 
 
 def test_resent_record_already_released_is_not_released_again():
-    r = Reorderer(lateness_s=5)
+    r = old(5)
     push(r, 0)
     released, _ = push(r, 6)  # watermark 1
     assert released == [0]
@@ -122,14 +129,14 @@ def test_resent_record_already_released_is_not_released_again():
 
 
 def test_flush_releases_everything_held():
-    r = Reorderer(lateness_s=30)
+    r = old(30)
     assert push(r, 2, 0, 1) == ([], [])
     assert offsets(r.flush()) == [0, 1, 2]
     assert r.flush() == []
 
 
 def test_empty_push_releases_nothing():
-    r = Reorderer()
+    r = old()
     assert r.push([], []) == []
     assert r.flush() == []
 
@@ -156,7 +163,7 @@ def test_bounded_disorder_is_fully_repaired(lateness, items, data):
     arrival = [items[i] for i in order]
     sizes = data.draw(st.lists(st.integers(1, 5), min_size=len(arrival), max_size=len(arrival)))
 
-    r = Reorderer(lateness_s=lateness)
+    r = old(lateness, skew_s=1e9)  # (gaps of any size: no record is from the future here)
     rejects: list[Reject] = []
     out: list[Metric] = []
     pos = 0
@@ -183,22 +190,33 @@ class _Reference:
     def __init__(self, lateness: float, step: float):
         self.lateness, self.step = lateness, step
         self.held, self.seen, self.watermark, self.newest = [], set(), float("-inf"), float("-inf")
+        self.devices, self.fleet, self.next_check, self.late = {}, float("-inf"), float("-inf"), []
 
     def push(self, metrics):
         for m in metrics:
             if (m.series, m.ts) in self.seen or m.ts < self.watermark:
                 continue
             self.seen.add((m.series, m.ts))
+            if m.ts == self.watermark:  # at the watermark: taken, released with the next release
+                self.late.append(m)
+                continue
             self.held.append(m)
             self.newest = max(self.newest, m.ts)
-        if self.newest - self.lateness >= self.watermark + self.step:
-            return self.release(self.newest - self.lateness)
+            host = m.tags["host"]
+            self.devices[host] = max(self.devices.get(host, m.ts), m.ts)
+        if not self.devices or self.newest < self.next_check:
+            return []
+        self.next_check = self.newest + self.step
+        votes = sorted(self.devices.values())  # the fleet: the lower median of devices' newest
+        self.fleet = max(self.fleet, votes[(len(votes) - 1) // 2])
+        if self.fleet - self.lateness >= self.watermark + self.step or self.late:
+            return self.release(max(self.fleet - self.lateness, self.watermark))
         return []
 
     def release(self, watermark):
         self.held.sort(key=lambda m: m.ts)
-        out = [m for m in self.held if m.ts <= watermark]
-        self.held = [m for m in self.held if m.ts > watermark]
+        out = sorted(self.late, key=lambda m: m.ts) + [m for m in self.held if m.ts <= watermark]
+        self.held, self.late = [m for m in self.held if m.ts > watermark], []
         if watermark != float("inf"):
             self.watermark = watermark
         return out
@@ -213,7 +231,7 @@ def test_release_order_is_a_stable_sort_of_arrivals(items, sizes):
     """Invariant stable_release: whatever the disorder, records come out as a stable sort
     by event time of their arrival order (equal times keep arrival order)."""
     records = [rec(t, host) for host, t in items]
-    r, ref = Reorderer(lateness_s=2.0), _Reference(2.0, Reorderer().release_step_s)
+    r, ref = old(2.0, stale_checks=10**9, skew_s=1e9), _Reference(2.0, Reorderer().release_step_s)
     got, want, pos = [], [], 0
     for size in sizes:
         chunk, pos = records[pos:pos + size], pos + size
@@ -222,3 +240,112 @@ def test_release_order_is_a_stable_sort_of_arrivals(items, sizes):
     got += r.flush()
     want += ref.release(float("inf"))
     assert [id(m) for m in got] == [id(m) for m in want]
+
+
+# ------------------------------------------------------------------ fleet, intervals, halves
+
+
+def srec(t: float, host: str, interval: str = "swp1", **fields) -> Metric:
+    m = parse_metric({"name": "switch_port", "tags": {"host": host, "interface": interval},
+                      "fields": fields or {"if_in_octets": t}, "timestamp": T0 + t})
+    assert isinstance(m, Metric)
+    return m
+
+
+def fleet_of(r: Reorderer, until: float, hosts=("leaf01", "leaf02", "spine01"), every: float = 1.0,
+             start: float = 0.0) -> list[Metric]:
+    """Push every host's 1 s series up to `until`; what was released."""
+    out, t = [], start
+    while t <= until:
+        rejects: list[Reject] = []
+        out += r.push([srec(t, h) for h in hosts], rejects)
+        assert rejects == []
+        t += every
+    return out
+
+
+@pytest.mark.parametrize("interval", [10.0, 30.0])
+def test_slow_series_records_one_to_three_intervals_late_are_all_used(interval):
+    r = Reorderer()
+    rejects: list[Reject] = []
+    slow = [srec(k * interval, "stor01", "sda") for k in range(12)]
+    out = fleet_of(r, 2 * interval)
+    for k in range(3):  # the slow series' interval is learnt from its first samples
+        out += r.push([slow[k]], rejects)
+    t = 2 * interval
+    for k in range(3, 12):
+        delay = 1 + k % 3  # 1, 2, 3 intervals late (behind the fleet's time)
+        while t < (k + delay) * interval:
+            t += 1
+            out += r.push([srec(t, h) for h in ("leaf01", "leaf02", "spine01")], rejects)
+        out += r.push([slow[k]], rejects)
+    out += r.flush()
+    assert rejects == []
+    assert [m.ts - T0 for m in out if m.tags["host"] == "stor01"] == [k * interval for k in range(12)]
+    assert r._interval(slow[0].series) == interval
+
+
+def test_a_record_later_than_its_series_bound_is_too_late():
+    r = Reorderer()
+    fleet_of(r, 30)  # 1 s series: bound max(3 x 1 s, 5 s) = 5 s behind the fleet's time
+    rejects: list[Reject] = []
+    r.push([srec(26, "leaf01", "swp9")], rejects)  # a new series: its interval unknown, taken
+    r.push([srec(30 - 5.5, "leaf01")], rejects)  # leaf01:swp1 at 1 s: 5.5 s behind
+    assert [x.reason for x in rejects] == ["too_late"]
+    assert "5 s" in rejects[0].detail
+
+
+def test_one_record_far_ahead_is_quarantined_and_moves_nothing():
+    r = Reorderer()
+    fleet_of(r, 10)
+    rejects: list[Reject] = []
+    assert r.push([srec(10_000, "rogue")], rejects) == []
+    assert [x.reason for x in rejects] == ["future_timestamp"]
+    assert r.clock_suspects == {"rogue": [1, pytest.approx(10_000 - 10, abs=2)]}
+    out = fleet_of(r, 20, start=11)  # the fleet goes on: nothing of it is too late
+    assert out and r.fleet == T0 + 20
+
+
+def test_the_fleet_follows_a_clock_jump_of_most_devices():
+    r = Reorderer()
+    fleet_of(r, 10)
+    rejects: list[Reject] = []
+    for t in range(3600, 3610):
+        r.push([srec(t, h) for h in ("leaf01", "leaf02", "spine01")], rejects)
+    assert r.fleet >= T0 + 3600
+    assert 0 < len(rejects) <= 3  # the first jumped records, until two of three devices agree
+
+
+def test_halves_of_one_sample_are_merged_and_true_duplicates_dropped():
+    r = Reorderer(quorum_devices=1)
+    a = srec(0, "gpu001", "mlx5_0", port_xmit_data=1, port_rcv_data=2)
+    b = srec(0, "gpu001", "mlx5_0", excessive_buffer_overrun_errors=0, port_rcv_data=3)
+    rejects: list[Reject] = []
+    r.push([a], rejects)
+    r.push([b], rejects)
+    r.push([srec(0, "gpu001", "mlx5_0", port_xmit_data=1)], rejects)  # a re-sent half: nothing new
+    out = r.flush()
+    assert rejects == []
+    assert len(out) == 1
+    assert out[0].fields == {"port_xmit_data": 1, "port_rcv_data": 3, "excessive_buffer_overrun_errors": 0}
+    assert (r.merged, r.conflicting_fields, r.duplicates) == (1, 1, 1)
+
+
+@given(
+    delays=st.lists(st.integers(0, 3), min_size=40, max_size=40),
+    interval=st.sampled_from([1.0, 10.0, 30.0]),
+)
+def test_any_disorder_within_the_bound_gives_the_same_records_per_series(delays, interval):
+    """Invariant within_bound: records delayed by up to 3 of their series' intervals are
+    all taken, and every series comes out in time order, whatever the arrival order."""
+    hosts = ("leaf01", "leaf02", "spine01", "spine02")
+    records = [(srec(k * interval, h), k + delays[(k * 4 + i) % len(delays)])
+               for k in range(10) for i, h in enumerate(hosts)]
+    arrival = [m for m, _ in sorted(records, key=lambda x: x[1])]
+    r, rejects, out = Reorderer(), [], []
+    for m in arrival:
+        out += r.push([m], rejects)
+    out += r.flush()
+    assert rejects == []
+    for h in hosts:
+        assert [m.ts - T0 for m in out if m.tags["host"] == h] == [k * interval for k in range(10)]
