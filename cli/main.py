@@ -526,8 +526,8 @@ def parser() -> argparse.ArgumentParser:
                         "instead of the classic suite; its seeds are fixed, --seed is ignored")
     g.add_argument("--clean-hours", type=float, metavar="H",
                    help="with --split: hours of clean runs (default 0.5 tune, 1.5 test)")
-    g.add_argument("--repeats", type=int, default=1,
-                   help="with --split: runs of each cause (default 1)")
+    g.add_argument("--repeats", type=int,
+                   help="with --split: runs of each cause (default 2 tune, 3 test)")
     g.set_defaults(fn=cmd_simulate)
 
     e = sub.add_parser("evaluate", help="replay scenarios and score the diagnosis against their truth")

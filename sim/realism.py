@@ -166,7 +166,7 @@ def _operations(rng, f: Fabric, t0, t1, split: str) -> list[Phenomenon]:
                               when()))
     p = rng.choice(f.ports)
     out.append(Phenomenon("wrap32", "switch_port", p.device, p.iface, when(), when(),
-                          {"if_in_discards": 32}))
+                          {"if_out_ucast_pkts": 32}))
     e = rng.choice(hosts)
     out.append(Phenomenon("wrap64", "nic_port", f.endpoints[e].name, NIC, when(), when(),
                           {"rx_bytes": 64}))

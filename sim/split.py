@@ -47,14 +47,16 @@ class SplitEntry:
     duration: float
 
 
-def entries(split: str, *, clean_hours: float | None = None, repeats: int = 1) -> list[SplitEntry]:
-    """The split's table: every cause `repeats` times and the clean runs."""
+def entries(split: str, *, clean_hours: float | None = None,
+            repeats: int | None = None) -> list[SplitEntry]:
+    """The split's table: every cause `repeats` times (default 2 tune, 3 test) and the
+    clean runs."""
     if split not in ("tune", "test"):
         raise ValueError(f"unknown split {split!r}; valid: tune, test")
     base = TUNE_SEED if split == "tune" else TEST_SEED
     hours = clean_hours if clean_hours is not None else (0.5 if split == "tune" else 1.5)
     out, k = [], 0
-    for r in range(repeats):
+    for r in range(repeats or (2 if split == "tune" else 3)):
         for cause in CAUSES:
             gray = cause in ("fec_creep", "pcie_stall", "storage_drift", "pfc_storm_low")
             out.append(SplitEntry(f"{cause}-{r}", cause, base + k, 600.0 if gray else 420.0))
@@ -104,7 +106,7 @@ def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
 
 
 def simulate_split(*, out: Path, split: str, clean_hours: float | None = None,
-                   repeats: int = 1, only: str | None = None,
+                   repeats: int | None = None, only: str | None = None,
                    on_entry: Callable[[SplitEntry, dict, float], None] | None = None) -> list[Path]:
     import fnmatch
     paths = []
