@@ -50,11 +50,16 @@ def main() -> int:
     args = ap.parse_args()
     from engine.evaluate import score_scenario
     results, truths, t0, records = [], [], time.perf_counter(), 0
+    clean_causes: dict[str, int] = defaultdict(int)
     for folder in find_scenarios([args.dir]):
         truth, incidents, stats = replay_scenario(folder)
         results.append(score_scenario(truth, incidents))
         truths.append(truth)
         records += stats.records
+        if truth.get("clean"):
+            for inc in incidents:
+                top = min(inc["root_causes"], key=lambda rc: rc["rank"], default=None)
+                clean_causes[f"{top['cause']} ({top['entity']['kind']})" if top else "-"] += 1
         print(f"  {folder.name}: {len(incidents)} incident(s)", file=sys.stderr, flush=True)
     spent = time.perf_counter() - t0
     out = [HEAD]
@@ -69,11 +74,17 @@ def main() -> int:
                        ("fabric shape", lambda t: t["realism"]["shape"]),
                        ("intensity", lambda t: t["intensity"] if not t["clean"] else "clean")):
         groups = _group(results, truths, key)
-        rows = [_row(str(k), summarize(v)) for k, v in sorted(groups.items(), key=lambda x: str(x[0]))]
+        rows = [_row(str(k), summarize(v)) for k, v in
+                sorted(groups.items(), key=lambda x: (isinstance(x[0], str), x[0]))]
         out.append(f"## By {title}\n")
         out.append("Each row scores only the runs in its group (false incidents per hour over "
                    "that group's clean runs).\n")
         out.append(_render((title.split(" (")[0],) + HEADERS, rows, markdown=True) + "\n")
+    out.append("## False incidents on the clean runs, by top root cause\n")
+    out.append("Every incident on a clean run is false; each run has only benign phenomena "
+               "(truth.json `realism`).\n")
+    out += [f"- {cause}: {n}" for cause, n in sorted(clean_causes.items(), key=lambda x: -x[1])]
+    out.append("")
     out.append("## Misses\n")
     out += [f"- {line}" for line in misses(results)]
     text = "\n".join(out) + "\n"

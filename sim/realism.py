@@ -162,13 +162,15 @@ def _operations(rng, f: Fabric, t0, t1, split: str) -> list[Phenomenon]:
                               t + rng.uniform(60, min(600, span * 0.3))))
     for _ in range(rng.randint(1, 3)):
         p = rng.choice(f.ports)
-        out.append(Phenomenon("counter_reset", "switch_port", p.device, p.iface, when(),
-                              when()))
+        t = when()
+        out.append(Phenomenon("counter_reset", "switch_port", p.device, p.iface, t, t))
     p = rng.choice(f.ports)
-    out.append(Phenomenon("wrap32", "switch_port", p.device, p.iface, when(), when(),
+    t = when()
+    out.append(Phenomenon("wrap32", "switch_port", p.device, p.iface, t, t,
                           {"if_out_ucast_pkts": 32}))
     e = rng.choice(hosts)
-    out.append(Phenomenon("wrap64", "nic_port", f.endpoints[e].name, NIC, when(), when(),
+    t = when()
+    out.append(Phenomenon("wrap64", "nic_port", f.endpoints[e].name, NIC, t, t,
                           {"rx_bytes": 64}))
     if rng.random() < 0.6:
         sw, t = rng.choice(f.switches), when()
