@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from .events import host_link_event, ms, switch_link_event, wjh_buffer_drop
+from .events import host_link_event, switch_link_event, wjh_buffer_drop
 from .fabric import NIC, Fabric
 from .realism import _CLASS, _UNIT, SEP, Params, Phenomenon
 

@@ -15,11 +15,8 @@ every phenomenon under "realism".
 """
 from __future__ import annotations
 
-import gzip
-import json
 import random
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from .fabric import NIC, Fabric
 
