@@ -231,7 +231,12 @@ def cmd_simulate(args) -> int:
             print(f"  {entry.name:<40} {truth['records']:>10,} records  {faults} fault(s)  "
                   f"{truth['hosts']:>4} hosts  {seconds:6.1f} s", flush=True)
 
-        paths = sim.simulate_suite(out=out, seed=args.seed, only=args.only, on_entry=done)
+        if args.split:
+            from sim.split import simulate_split
+            paths = simulate_split(out=out, split=args.split, clean_hours=args.clean_hours,
+                                   repeats=args.repeats, only=args.only, on_entry=done)
+        else:
+            paths = sim.simulate_suite(out=out, seed=args.seed, only=args.only, on_entry=done)
         print(f"wrote {len(paths)} scenarios under {out}: {total:,} records in "
               f"{time.perf_counter() - t0:.0f} s")
         return 0
@@ -391,6 +396,13 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--suite", nargs="?", const="", metavar="DIR",
                    help="build the scenario suite, one folder per entry under DIR (or --out)")
     g.add_argument("--only", metavar="GLOB", help="with --suite: only the entries whose name matches")
+    g.add_argument("--split", choices=("tune", "test"),
+                   help="with --suite: build the realistic tune or test split (sim/split.py) "
+                        "instead of the classic suite; its seeds are fixed, --seed is ignored")
+    g.add_argument("--clean-hours", type=float, metavar="H",
+                   help="with --split: hours of clean runs (default 0.5 tune, 1.5 test)")
+    g.add_argument("--repeats", type=int,
+                   help="with --split: runs of each cause (default 2 tune, 3 test)")
     g.set_defaults(fn=cmd_simulate)
 
     e = sub.add_parser("evaluate", help="replay scenarios and score the diagnosis against their truth")

@@ -1,0 +1,222 @@
+"""The realism layer: rewrites a generated run's telemetry the way real collectors and
+real fabrics would deliver it, from parameters drawn per seed from wide ranges.
+
+It works on records, after the tick loop, and knows nothing of the rules or the engine:
+per device class it samples every `interval` seconds (1, 5, 10 or 30) with jitter and
+missed samples, and it adds the benign phenomena of contract section 8 (blips of every
+error counter, ECN/CNP/pause bursts of collective phases, checkpoint writes, storage
+scrubbing, a host link bounce with counters restarting from zero, a port admin-down for
+maintenance, counter resets, 32/64-bit wraps, a collector gap, clock skew, duplicate and
+late records, flat high corrected-FEC floors). Nothing it adds is a fault; truth lists
+every phenomenon under "realism".
+
+    params = draw(random.Random(seed), split="test", fabric=fabric, duration=600)
+    apply(folder, params)   # rewrites folder/telemetry.jsonl.gz, returns counts
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+
+from .fabric import NIC, Fabric
+
+SEP = (",", ":")
+# One unit per record kind (contract: s, ms, us, ns inferred from magnitude).
+_UNIT = {"switch_port": 1e3, "switch_queue": 1e3, "nic_port": 1e9, "storage": 1.0,
+         "link_event": None, "wjh_drop": 1e3}
+_CLASS = {"switch_port": "switch", "switch_queue": "switch", "nic_port": "nic",
+          "storage": "storage"}
+INTERVALS = {"tune": (1, 5, 10), "test": (1, 5, 10, 30)}
+
+
+@dataclass
+class Phenomenon:
+    """One benign thing: `kind`, the series it touches (measurement, host, interface),
+    when, and its size."""
+
+    kind: str
+    measurement: str
+    host: str
+    interface: str | None
+    start: float
+    end: float
+    fields: dict[str, float] = field(default_factory=dict)  # field -> amount (or rate)
+
+
+@dataclass
+class Params:
+    intervals: dict[str, int]  # device class -> sample interval, s
+    jitter_s: float  # +- per sample, s (whole base samples)
+    missed: float  # probability a sample is not sent
+    duplicate: float
+    late: float  # records delivered up to 3 intervals late
+    phenomena: list[Phenomenon]
+
+    def describe(self) -> dict:
+        kinds: dict[str, int] = {}
+        for p in self.phenomena:
+            kinds[p.kind] = kinds.get(p.kind, 0) + 1
+        return {"intervals": self.intervals, "interval_s": self.intervals["switch"],
+                "jitter_s": self.jitter_s, "missed": self.missed, "duplicate": self.duplicate,
+                "late": self.late, "benign_kinds": kinds,
+                "phenomena": [asdict(p) for p in self.phenomena]}
+
+
+# --- drawing ----------------------------------------------------------------------------
+def _host_port(f: Fabric, e: int):
+    return f.ports[int(f.host_port[e])]
+
+
+def _blips(rng: random.Random, f: Fabric, t0: float, t1: float, n: int) -> list[Phenomenon]:
+    """Single-sample or few-second blips of every counter the rules read."""
+    out = []
+    hosts = list(range(len(f.endpoints)))
+    for _ in range(n):
+        e = rng.choice(hosts)
+        nic, port = f.endpoints[e].name, _host_port(f, e)
+        t = rng.uniform(t0, t1 - 10)
+        d = rng.choice((1, 2, 3))
+        kind = rng.choice(("crc", "fec_uncorrectable", "pcie_stall", "pause", "out_of_buffer",
+                           "tail_drop", "ecn_cnp", "wjh_drop", "in_errors"))
+        if kind == "crc":
+            out.append(Phenomenon("blip_crc", "nic_port", nic, NIC, t, t + 1,
+                                  {"rx_crc_errors_phy": rng.randint(1, 5)}))
+        elif kind == "fec_uncorrectable":
+            out.append(Phenomenon("blip_fec_uncorrectable", "switch_port", port.device,
+                                  port.iface, t, t + 1,
+                                  {"if_in_fec_not_correctable_frames": rng.randint(1, 4)}))
+        elif kind == "in_errors":
+            out.append(Phenomenon("blip_in_errors", "switch_port", port.device, port.iface,
+                                  t, t + 1, {"if_in_errors": rng.randint(1, 5)}))
+        elif kind == "pcie_stall":
+            out.append(Phenomenon("blip_pcie_stall", "nic_port", nic, NIC, t, t + d,
+                                  {"outbound_pci_stalled_rd": rng.uniform(1, 5)}))
+        elif kind == "pause":
+            out.append(Phenomenon("blip_pause", "nic_port", nic, NIC, t, t + 1,
+                                  {"tx_prio3_pause": rng.randint(2, 40),
+                                   "tx_prio3_pause_duration": rng.randint(5, 200)}))
+        elif kind == "out_of_buffer":
+            out.append(Phenomenon("blip_out_of_buffer", "nic_port", nic, NIC, t, t + 1,
+                                  {"rx_out_of_buffer": rng.randint(1, 50)}))
+        elif kind == "tail_drop":
+            out.append(Phenomenon("blip_tail_drop", "switch_queue", port.device, port.iface,
+                                  t, t + 1, {"dropped_packets": rng.randint(1, 20)}))
+        elif kind == "wjh_drop":
+            out.append(Phenomenon("blip_wjh_drop", "wjh_drop", port.device, port.iface, t, t,
+                                  {"agg_count": rng.randint(1, 20)}))
+        else:
+            out.append(_ecn_burst(rng, f, [e], t, d, "blip_ecn_cnp"))
+    return out
+
+
+def _ecn_burst(rng, f: Fabric, eps: list[int], t: float, d: float, kind: str,
+               pause: bool = False) -> Phenomenon:
+    """ECN marks and CNPs on the first NIC of `eps` (others get theirs from repeats)."""
+    e = eps[0]
+    rate = rng.uniform(200, 5000)
+    fields = {"np_ecn_marked_roce_packets": rate, "np_cnp_sent": rate * 0.8,
+              "rp_cnp_handled": rate * 0.8}
+    if pause:
+        fields |= {"rx_prio3_pause": rng.uniform(10, 300),
+                   "rx_prio3_pause_duration": rng.uniform(50, 2000)}
+    return Phenomenon(kind, "nic_port", f.endpoints[e].name, NIC, t, t + d, fields)
+
+
+def _collectives(rng, f: Fabric, t0, t1, n: int) -> list[Phenomenon]:
+    """All-to-all / all-reduce incast phases: a few seconds of ECN, CNPs and pause on
+    a group of hosts and their leaf ports' ECN marks, no loss."""
+    out = []
+    hosts = [e.index for e in f.hosts]
+    for _ in range(n):
+        group = rng.sample(hosts, min(len(hosts), rng.randint(2, 8)))
+        t, d = rng.uniform(t0, t1 - 10), rng.uniform(2, 6)
+        kind = rng.choice(("all_to_all", "allreduce_incast"))
+        for e in group:
+            out.append(_ecn_burst(rng, f, [e], t, d, kind, pause=True))
+            port = _host_port(f, e)
+            out.append(Phenomenon(kind, "switch_port", port.device, port.iface, t, t + d,
+                                  {"ecn_marked_packets": rng.uniform(200, 5000),
+                                   "pfc_3_tx_pkts": rng.uniform(10, 300)}))
+    return out
+
+
+def _operations(rng, f: Fabric, t0, t1, split: str) -> list[Phenomenon]:
+    out: list[Phenomenon] = []
+    span = t1 - t0
+    hosts = [e.index for e in f.hosts]
+
+    def when(lo=0.1, hi=0.8) -> float:
+        return t0 + span * rng.uniform(lo, hi)
+
+    e = rng.choice(hosts)
+    t = when()
+    out.append(Phenomenon("host_link_bounce", "nic_port", f.endpoints[e].name, NIC, t,
+                          t + rng.uniform(3, 20)))
+    if rng.random() < 0.7:
+        e2 = rng.choice([h for h in hosts if h != e])
+        port, t = _host_port(f, e2), when()
+        out.append(Phenomenon("admin_down", "switch_port", port.device, port.iface, t,
+                              t + rng.uniform(60, min(600, span * 0.3))))
+    for _ in range(rng.randint(1, 3)):
+        p = rng.choice(f.ports)
+        t = when()
+        out.append(Phenomenon("counter_reset", "switch_port", p.device, p.iface, t, t))
+    p = rng.choice(f.ports)
+    t = when()
+    out.append(Phenomenon("wrap32", "switch_port", p.device, p.iface, t, t,
+                          {"if_out_ucast_pkts": 32}))
+    e = rng.choice(hosts)
+    t = when()
+    out.append(Phenomenon("wrap64", "nic_port", f.endpoints[e].name, NIC, t, t,
+                          {"rx_bytes": 64}))
+    if rng.random() < 0.6:
+        sw, t = rng.choice(f.switches), when()
+        out.append(Phenomenon("collector_gap", "*", sw, None, t, t + rng.uniform(20, 180)))
+    if rng.random() < 0.6:
+        dev = rng.choice(f.switches + [x.name for x in f.hosts])
+        lim = 5.0 if split == "test" else 3.0
+        out.append(Phenomenon("clock_skew", "*", dev, None, t0, t1,
+                              {"skew_s": round(rng.uniform(-lim, lim), 3)}))
+    for _ in range(rng.randint(0, 2)):
+        p = rng.choice(f.ports)
+        out.append(Phenomenon("fec_floor", "switch_port", p.device, p.iface, t0, t1,
+                              {"if_in_fec_correctable_frames": rng.uniform(1e3, 2e5),
+                               "if_in_fec_symbol_errors": rng.uniform(1e3, 5e5)}))
+    return out
+
+
+def _workload(rng, f: Fabric, t0, t1) -> list[Phenomenon]:
+    out = []
+    for s in f.storage:
+        if rng.random() < 0.7:
+            t = rng.uniform(t0, t1 - 60)
+            out.append(Phenomenon("checkpoint", "storage", s.name, None, t,
+                                  t + rng.uniform(20, 60), {"writes": rng.uniform(0.2, 0.6)}))
+        if rng.random() < 0.5:
+            t = rng.uniform(t0, max(t0 + 1, t1 - 300))
+            out.append(Phenomenon("scrubbing", "storage", s.name, None, t,
+                                  t + rng.uniform(120, 900), {"read_time": rng.uniform(0.1, 0.6)}))
+    return out
+
+
+def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
+         duration: float) -> Params:
+    """Realism parameters for one run: intervals per device class, delivery mess and
+    benign phenomena, from ranges that are wider in the test split."""
+    if split not in INTERVALS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(INTERVALS)}")
+    choices = INTERVALS[split]
+    main = rng.choice(choices)
+    intervals = {"switch": main, "nic": main if rng.random() < 0.6 else rng.choice(choices),
+                 "storage": max(main, rng.choice(choices))}
+    wide = split == "test"
+    t0, t1 = start + 5, start + duration - 5
+    per_hour = duration / 3600
+    blips = max(2, round(rng.uniform(6, 30 if wide else 15) * per_hour * 4))
+    phenomena = (_blips(rng, fabric, t0, t1, blips)
+                 + _collectives(rng, fabric, t0, t1, max(1, round(rng.uniform(2, 8) * per_hour * 4)))
+                 + _operations(rng, fabric, t0, t1, split) + _workload(rng, fabric, t0, t1))
+    return Params(intervals, jitter_s=rng.choice((0, 1, 1, 2)) if main >= 5 else 0,
+                  missed=rng.uniform(0, 0.05 if wide else 0.02),
+                  duplicate=rng.uniform(0, 0.01), late=rng.uniform(0, 0.01 if wide else 0.005),
+                  phenomena=phenomena)

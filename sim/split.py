@@ -1,0 +1,122 @@
+"""An honest tune/test split of realistic scenarios (issue 12).
+
+Each entry is a scenario run at 1 s, then rewritten by the realism layer (realism.py,
+deliver.py) with parameters drawn from the entry's own seed. The two splits never share
+a seed: tune uses TUNE_SEED + k, test TEST_SEED + k (k < SEED_SPAN), fixed here. Test
+has wider ranges and what tune lacks: 30 s polling, the three-tier fabric with
+superspines, and fault placements on odd leaves/hosts (tune places on even ones only).
+Clean entries (no fault, only benign phenomena) are in both; `clean_hours` scales the
+test split's clean time (900 s per clean entry).
+
+    simulate_split(out=Path("split/test"), split="test", clean_hours=1.5)
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .deliver import apply
+from .fabric import Fabric, FabricSpec
+from .realism import draw
+from .scenarios import simulate
+from .shapes import SHAPES, reshape
+
+TUNE_SEED, TEST_SEED, SEED_SPAN = 100_000, 900_000, 100_000
+CAUSES = ("link_flap", "link_degraded", "pfc_storm", "congestion", "microburst",
+          "nic_degraded", "storage_slow", "device_down", "noisy_neighbor",
+          "fec_creep", "pcie_stall", "storage_drift", "pfc_storm_low")
+HOSTISH = {"link_flap", "pfc_storm", "congestion", "microburst", "nic_degraded",
+           "pcie_stall", "pfc_storm_low"}
+FABRICS = {"tune": (FabricSpec(), FabricSpec(spines=2, leaves=4, hosts_per_leaf=6)),
+           "test": (FabricSpec(), FabricSpec(spines=4, leaves=6, hosts_per_leaf=4),
+                    FabricSpec(spines=3, leaves=8, hosts_per_leaf=4, storage_hosts=3))}
+
+RAILS8 = FabricSpec(spines=2, leaves=8, hosts_per_leaf=4)  # 4 hosts of 8 NICs, 8 rails
+
+
+@dataclass(frozen=True)
+class SplitEntry:
+    name: str
+    scenario: str
+    seed: int
+    duration: float
+
+
+def entries(split: str, *, clean_hours: float | None = None,
+            repeats: int | None = None) -> list[SplitEntry]:
+    """The split's table: every cause `repeats` times (default 2 tune, 3 test) and the
+    clean runs."""
+    if split not in ("tune", "test"):
+        raise ValueError(f"unknown split {split!r}; valid: tune, test")
+    base = TUNE_SEED if split == "tune" else TEST_SEED
+    hours = clean_hours if clean_hours is not None else (0.5 if split == "tune" else 1.5)
+    out, k = [], 0
+    for r in range(repeats or (2 if split == "tune" else 3)):
+        for cause in CAUSES:
+            gray = cause in ("fec_creep", "pcie_stall", "storage_drift", "pfc_storm_low")
+            out.append(SplitEntry(f"{cause}-{r}", cause, base + k, 600.0 if gray else 420.0))
+            k += 1
+    for c in range(max(1, math.ceil(hours * 4))):
+        out.append(SplitEntry(f"clean-{c}", "clean", base + k, 900.0))
+        k += 1
+    assert k < SEED_SPAN
+    return out
+
+
+def _target(rng: random.Random, split: str, scenario: str, fab: Fabric) -> str | None:
+    """A placement: tune on even leaves/hosts only, test anywhere."""
+    pick = (lambda xs: rng.choice(xs[::2])) if split == "tune" else rng.choice
+    if scenario in HOSTISH:
+        return pick([e.name for e in fab.hosts])
+    if scenario in ("link_degraded", "fec_creep"):
+        return pick([fab.uplink(leaf, s) for leaf in range(fab.spec.leaves)
+                     for s in range(fab.spec.spines)])
+    if scenario in ("storage_slow", "storage_drift"):
+        return pick([e.name for e in fab.storage])
+    if scenario == "device_down":
+        return pick(fab.switches)
+    return None
+
+
+def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
+    """Generate one entry: scenario at 1 s, shape, realism; truth gains "realism"."""
+    rng = random.Random(f"{entry.seed}:{split}:realism")
+    shape = rng.choice(SHAPES[split])
+    spec = RAILS8 if shape == "rails" else rng.choice(FABRICS[split])
+    fab = Fabric(spec)
+    intensity = rng.choice(("strong", "medium", "weak") if split == "test" else ("strong", "medium"))
+    target = _target(rng, split, entry.scenario, fab)
+    truth = simulate(out=out, scenario=entry.scenario, seed=entry.seed, fabric=spec,
+                     duration=entry.duration, intensity=intensity, target=target,
+                     label=entry.name)
+    params = draw(rng, split=split, fabric=fab, start=truth["start"], duration=entry.duration)
+    counts = apply(out, fab, params, seed=entry.seed)
+    counts |= reshape(out, fab, shape, rng, interval=params.intervals["switch"])
+    truth = json.loads((Path(out) / "truth.json").read_text())  # reshape may rename
+    truth.update(counts)
+    truth["split"] = split
+    truth["realism"] = params.describe() | {"shape": shape, "fabric_spec": asdict(spec)}
+    (Path(out) / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
+    return truth
+
+
+def simulate_split(*, out: Path, split: str, clean_hours: float | None = None,
+                   repeats: int | None = None, only: str | None = None,
+                   on_entry: Callable[[SplitEntry, dict, float], None] | None = None) -> list[Path]:
+    import fnmatch
+    paths = []
+    for entry in entries(split, clean_hours=clean_hours, repeats=repeats):
+        if only and not fnmatch.fnmatchcase(entry.name, only):
+            continue
+        path = Path(out) / entry.name
+        t0 = time.perf_counter()
+        truth = build(entry, out=path, split=split)
+        if on_entry:
+            on_entry(entry, truth, time.perf_counter() - t0)
+        paths.append(path)
+    return paths

@@ -1,0 +1,186 @@
+"""The realism layer and the tune/test split: each benign phenomenon shows in the
+telemetry as contract section 8 describes it, sampling follows the drawn interval, the
+shapes have the links they claim, and the splits are disjoint and deterministic.
+Expectations come from the phenomena's definitions, on small fabrics and short runs."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from sim import FabricSpec, simulate
+from sim.deliver import apply
+from sim.fabric import BASE_EPOCH, Fabric
+from sim.realism import Params, Phenomenon
+from sim.split import SplitEntry, TEST_SEED, TUNE_SEED, build, entries
+
+SPEC = FabricSpec()
+T0 = BASE_EPOCH
+
+
+def _series(folder: Path) -> dict[tuple, list[dict]]:
+    out = defaultdict(list)
+    with gzip.open(folder / "telemetry.jsonl.gz", "rt") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            out[(rec["name"], rec["tags"]["host"], rec["tags"].get("interface"))].append(rec)
+    return out
+
+
+def _t(rec: dict) -> float:
+    ts = rec["timestamp"]
+    return ts / (1e9 if ts > 1e17 else 1e3 if ts > 1e11 else 1)
+
+
+def _run(tmp_path: Path, phenomena: list[Phenomenon], *, interval: int = 1, jitter: float = 0,
+         missed: float = 0.0, duration: float = 60.0) -> dict:
+    out = tmp_path / "run"
+    simulate(out=out, scenario="pfc_storm", seed=3, duration=duration, fabric=SPEC)
+    params = Params({"switch": interval, "nic": interval, "storage": interval}, jitter, missed,
+                    0.0, 0.0, phenomena)
+    apply(out, Fabric(SPEC), params, seed=3)
+    return _series(out)
+
+
+def _sorted(series: list[dict]) -> list[dict]:
+    return sorted(series, key=_t)
+
+
+def test_a_32_bit_wrap_makes_the_counter_decrease_once(tmp_path):
+    p = Phenomenon("wrap32", "switch_port", "leaf01", "swp51", T0 + 20, T0 + 20,
+                   {"if_out_ucast_pkts": 32})
+    s = _sorted(_run(tmp_path, [p])[("switch_port", "leaf01", "swp51")])
+    values = [r["fields"]["if_out_ucast_pkts"] for r in s]
+    drops = [(i, a, b) for i, (a, b) in enumerate(zip(values, values[1:])) if b < a]
+    assert len(drops) == 1
+    assert all(v < 2 ** 32 for v in values) and drops[0][1] > 2 ** 32 - 10 ** 8
+    assert _t(s[drops[0][0] + 1]) >= T0 + 20 > _t(s[drops[0][0]])
+
+
+def test_a_missed_sample_leaves_a_gap_and_10_s_series_have_jittered_10_s_spacing(tmp_path):
+    series = _run(tmp_path, [], interval=10, jitter=1, missed=0.15, duration=300.0)
+    gaps = []
+    for key, s in series.items():
+        if key[0] == "nic_port":
+            ts = [_t(r) for r in _sorted(s)]
+            gaps += [b - a for a, b in zip(ts, ts[1:])]
+    assert gaps and min(gaps) >= 8.8  # 10 s - 1 s jitter - the base run's 50 ms
+    assert any(9.5 > g or g > 10.5 for g in gaps if g < 15)  # jitter is there
+    assert any(g > 17 for g in gaps)  # a missed sample: two intervals
+
+
+def test_a_host_link_bounce_restarts_the_nic_counters_from_zero(tmp_path):
+    p = Phenomenon("host_link_bounce", "nic_port", "gpu005", "eth0", T0 + 20, T0 + 25)
+    series = _run(tmp_path, [p])
+    nic = _sorted(series[("nic_port", "gpu005", "eth0")])
+    before = [r for r in nic if _t(r) < T0 + 20][-1]["fields"]["rx_bytes"]
+    after = [r for r in nic if _t(r) > T0 + 26][0]["fields"]["rx_bytes"]
+    assert after < before and after < 10 * SPEC.line_bytes
+    assert {r["fields"]["link"] for r in nic if T0 + 21 <= _t(r) <= T0 + 24} == {"down"}
+    assert [r for r in nic if _t(r) > T0 + 26][0]["fields"]["link_down_events_phy"] == 1
+    events = [r for r in series[("link_event", "gpu005", "eth0")]]
+    assert [e["fields"]["new_state"] for e in events] == ["down", "up"]
+
+
+def test_admin_down_and_collector_gap_and_clock_skew(tmp_path):
+    ps = [Phenomenon("admin_down", "switch_port", "leaf02", "swp3", T0 + 10, T0 + 30),
+          Phenomenon("collector_gap", "*", "spine01", None, T0 + 20, T0 + 40),
+          Phenomenon("clock_skew", "*", "leaf03", None, T0, T0 + 60, {"skew_s": 4.0})]
+    series = _run(tmp_path, ps)
+    port = [r for r in series[("switch_port", "leaf02", "swp3")] if T0 + 11 < _t(r) < T0 + 29]
+    assert port and {r["fields"]["admin_status"] for r in port} == {"down"}
+    spine = [_t(r) for k, s in series.items() if k[1] == "spine01" for r in s]
+    assert spine and not [t for t in spine if T0 + 20.5 < t < T0 + 39.5]
+    peer = [r for r in series[("switch_port", "leaf01", "swp51")] if T0 + 21 < _t(r) < T0 + 39]
+    assert peer and {r["fields"]["oper_status"] for r in peer} == {"up"}
+    skewed = _sorted(series[("switch_port", "leaf03", "swp1")])
+    plain = _sorted(series[("switch_port", "leaf04", "swp1")])
+    assert _t(skewed[0]) - _t(plain[0]) == pytest.approx(4.0, abs=0.1)
+
+
+def test_blips_add_their_amount_once_and_fec_floors_are_flat(tmp_path):
+    ps = [Phenomenon("blip_crc", "nic_port", "gpu003", "eth0", T0 + 15.5, T0 + 16.5,
+                     {"rx_crc_errors_phy": 4}),
+          Phenomenon("blip_pcie_stall", "nic_port", "gpu004", "eth0", T0 + 15.5, T0 + 17.5,
+                     {"outbound_pci_stalled_rd": 3.0}),
+          Phenomenon("fec_floor", "switch_port", "leaf01", "swp52", T0, T0 + 60,
+                     {"if_in_fec_correctable_frames": 1e5})]
+    series = _run(tmp_path, ps)
+    crc = [r["fields"]["rx_crc_errors_phy"] for r in _sorted(series[("nic_port", "gpu003", "eth0")])]
+    assert crc[-1] - crc[0] == 4
+    stall = [r["fields"]["outbound_pci_stalled_rd"] for r in _sorted(series[("nic_port", "gpu004", "eth0")])]
+    assert 1 <= sum(1 for v in stall if v == 3.0) <= 4
+    fec = [r["fields"]["if_in_fec_correctable_frames"]
+           for r in _sorted(series[("switch_port", "leaf01", "swp52")])]
+    rates = [b - a for a, b in zip(fec[5:], fec[6:])]
+    assert min(rates) > 0.8e5 and max(rates) < 1.2e5
+    unc = [r["fields"]["if_in_fec_not_correctable_frames"]
+           for r in series[("switch_port", "leaf01", "swp52")]]
+    assert len(set(unc)) == 1
+
+
+def _short(split: str, scenario: str, seed: int) -> SplitEntry:
+    return SplitEntry(f"{scenario}-x", scenario, seed, 60.0)
+
+
+def test_splits_have_disjoint_fixed_seeds_and_clean_runs():
+    tune, test = entries("tune"), entries("test")
+    assert not {e.seed for e in tune} & {e.seed for e in test}
+    assert min(e.seed for e in tune) == TUNE_SEED and min(e.seed for e in test) == TEST_SEED
+    assert [e.seed for e in entries("test")] == [e.seed for e in test]
+    for split in (tune, test):
+        assert any(e.scenario == "clean" for e in split)
+    clean_s = sum(e.duration for e in test if e.scenario == "clean")
+    assert clean_s >= 3600 and len(entries("test", clean_hours=5)) > len(test)
+
+
+def test_same_entry_same_bytes_and_truth_records_realism(tmp_path):
+    entry = _short("test", "pfc_storm", TEST_SEED + 5)
+    a, b = build(entry, out=tmp_path / "a", split="test"), build(entry, out=tmp_path / "b", split="test")
+    for name in ("telemetry.jsonl.gz", "topology.dot", "jobs.jsonl", "truth.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    r = a["realism"]
+    assert r["interval_s"] in (1, 5, 10, 30) and r["shape"] in ("two_tier", "rails", "three_tier")
+    assert r["benign_kinds"] and a["split"] == "test"
+
+
+def _shape_run(tmp_path: Path, shape: str, monkeypatch) -> Path:
+    import sim.split as split
+    monkeypatch.setitem(split.SHAPES, "test", (shape,))
+    out = tmp_path / shape
+    build(_short("test", "clean", TEST_SEED + 7), out=out, split="test")
+    return out
+
+
+def test_rail_hosts_have_8_nics_on_8_different_leaves(tmp_path, monkeypatch):
+    out = _shape_run(tmp_path, "rails", monkeypatch)
+    edges = re.findall(r'"(leaf\d+)":"swp\d+" -- "gpu001":"(eth\d)"', (out / "topology.dot").read_text())
+    assert len(edges) == 8 and len({leaf for leaf, _ in edges}) == 8
+    assert len({nic for _, nic in edges}) == 8
+    nics = {k[2] for k in _series(out) if k[0] == "nic_port" and k[1] == "gpu001"}
+    assert nics == {f"eth{k}" for k in range(8)}
+
+
+def test_three_tier_dot_has_superspines_linked_to_every_spine(tmp_path, monkeypatch):
+    out = _shape_run(tmp_path, "three_tier", monkeypatch)
+    dot = (out / "topology.dot").read_text()
+    supers = re.findall(r'"(superspine\d+)" \[function="superspine"\]', dot)
+    assert len(supers) == 2
+    spines = set(re.findall(r'"(spine\d+)" \[function="spine"\]', dot))
+    for s in supers:
+        assert set(re.findall(rf'"(spine\d+)":"swp\d+" -- "{s}"', dot)) == spines
+    assert any(k[1].startswith("superspine") for k in _series(out))
+
+
+def test_the_realism_layer_never_imports_the_engine():
+    code = ("import sys, sim.split, sim.realism, sim.deliver, sim.shapes; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('engine','rules','models')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "[]"
