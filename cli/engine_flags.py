@@ -95,8 +95,10 @@ def add_engine_arguments(p: argparse.ArgumentParser, *, from_env: bool, groups: 
                          required: tuple[str, ...] = ()) -> None:
     """The engine flags of `groups`. With `from_env` (the worker) a flag not given falls
     back to its variable, so its default is applied later (`engine_settings`)."""
+    added = tuple(f.flag for f in ENGINE_FLAGS if f.group in groups)
+    p.set_defaults(engine_flags=added)  # what `engine_settings` reads back (train has a --topology of its own)
     for f in ENGINE_FLAGS:
-        if f.group not in groups:
+        if f.flag not in added:
             continue
         default = None if from_env or f.repeat else f.default()
         helptext = f.help + (f" (or {f.env})" if from_env else "")
@@ -123,8 +125,9 @@ def engine_settings(args: argparse.Namespace, env: Mapping[str, str] | None = No
     top: dict[str, object] = {}
     config: dict[str, object] = {}
     correlation: dict[str, object] = {}
+    added = set(args.engine_flags)
     for f in ENGINE_FLAGS:
-        if not hasattr(args, f.dest):
+        if f.flag not in added:
             continue
         value = getattr(args, f.dest)
         if value is None and env is not None:
