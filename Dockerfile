@@ -16,6 +16,7 @@ WORKDIR /src
 # pyproject names README.md as the package readme: the build needs it.
 COPY pyproject.toml README.md ./
 COPY contract ./contract
+COPY compose ./compose
 COPY engine ./engine
 COPY rules ./rules
 COPY models ./models

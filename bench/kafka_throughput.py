@@ -234,10 +234,12 @@ def _faust_count(bootstrap: str, prefix: str, messages: int, topology: str, tmp:
     from faust.worker import Worker as FaustWorker
 
     from streams.app import new_app
+    from compose import EngineSettings
     from streams.settings import WorkerSettings
 
     settings = WorkerSettings.with_prefix(f"{prefix}faustraw{attempt}.", bootstrap=bootstrap, db_url="sqlite://",
-                                          topology=Path(topology), web_port=_free_port(), data_dir=Path(tmp))
+                                          engine=EngineSettings(topology=Path(topology)), web_port=_free_port(),
+                                          data_dir=Path(tmp))
     app = new_app(settings)
     telemetry = app.topic(prefix + "fabric.telemetry", key_type=bytes, value_type=bytes,
                           key_serializer="raw", value_serializer="raw")

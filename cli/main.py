@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from cli.engine_flags import positive as _positive
+
 EXIT_USAGE = 2
 
 
@@ -26,20 +28,14 @@ def cmd_replay(args) -> int:
     from api.store.db import redacted_url
     from api.store.sink import StoreSink
     from cli.progress import Progress
-    from cli.run import build_pipeline
-    from engine.correlate import CorrelationConfig
-    from engine.pipeline import EngineConfig
+    from cli.engine_flags import engine_settings
+    from cli.run import failed_files_line, failure_dict, replay_exit_code
+    from compose import build_engine, new_pipeline
     from engine.replay import replay
-    from engine.topology import load_topology
 
-    from cli.run import failed_files_line, failure_dict, load_models, replay_exit_code
-
-    topology = load_topology(args.topology)
-    models = load_models(args.models)
-    config = EngineConfig(lateness_s=args.lateness, correlation=CorrelationConfig(resolve_after_s=args.resolve_after),
-                          learn_rate=args.learn_rate if models is not None else 0.0)
-    pipeline = build_pipeline(topology=topology, jobs_file=args.jobs, rule_files=args.rules, config=config,
-                              models=models)
+    parts = build_engine(engine_settings(args))
+    topology, models = parts.topology, parts.models
+    pipeline = new_pipeline(parts)
     if models is not None and not args.quiet:
         print(f"anomaly models from {args.models}: {models.describe()}", file=sys.stderr)
     db_url = _db(args)
@@ -102,6 +98,7 @@ def _replay_to_kafka(args) -> int:
 
 
 def cmd_train(args) -> int:
+    from cli.engine_flags import engine_settings
     from engine.topology import load_topology
     from models.store import save
     from models.train import train
@@ -115,7 +112,8 @@ def cmd_train(args) -> int:
             sys.stderr.flush()
 
     models, training = train(args.from_files, topologies=topologies, window_s=args.window_s, seed=args.seed,
-                             z_min=args.z_min, progress=progress)
+                             z_min=args.z_min, progress=progress,
+                             config=engine_settings(args).config)
     if show:
         sys.stderr.write("\n")
     meta = save(models, args.out, training=training)
@@ -136,26 +134,22 @@ def cmd_worker(args) -> int:
 
 def worker_settings(args):
     """The worker's settings from its flags, falling back to FABRIC_RCA_* variables."""
+    from cli.engine_flags import engine_settings
+    from compose.engine import load_models
     from streams import security
     from streams.settings import WorkerSettings
     from streams.topics import parse_bootstrap
 
     env = os.environ
-    models = args.models or env.get("FABRIC_RCA_MODELS")
-    if models:
-        from cli.run import load_models
-        load_models(Path(models))  # fail now, with the reason, rather than inside the worker
+    engine = engine_settings(args, env)
+    load_models(engine.models_dir)  # fail now, with the reason, rather than inside the worker
     bootstrap = args.bootstrap or env.get("FABRIC_RCA_BOOTSTRAP")
-    topology = args.topology or env.get("FABRIC_RCA_TOPOLOGY")
-    if not bootstrap or not topology:
+    if not bootstrap or engine.topology is None:
         raise CliError("--bootstrap (or FABRIC_RCA_BOOTSTRAP) and --topology (or FABRIC_RCA_TOPOLOGY) are required")
-    jobs = args.jobs or env.get("FABRIC_RCA_JOBS")
     common = dict(
-        bootstrap=parse_bootstrap(bootstrap), db_url=_db(args), topology=Path(topology),
-        jobs_file=Path(jobs) if jobs else None, rule_files=tuple(args.rules or ()),
+        bootstrap=parse_bootstrap(bootstrap), db_url=_db(args), engine=engine,
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
-        data_dir=Path(args.data_dir), models_dir=Path(models) if models else None,
-        learn_rate=args.learn_rate if models else 0.0, idle_partition_s=args.idle_partition_s,
+        data_dir=Path(args.data_dir), idle_partition_s=args.idle_partition_s,
         kafka_security=security.from_args(args, env),
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
@@ -301,16 +295,6 @@ def cmd_demo(args) -> int:
     return run_demo(out=args.out, port=args.port, serve=not args.no_serve, seed=args.seed, cli=main)
 
 
-def _unit(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 0 and below 1")
-    return value
-
-
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -321,47 +305,26 @@ def _count(text: str) -> int:
     return value
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-    return value
-
-
 def kafka_security_arguments(p: argparse.ArgumentParser) -> None:
     from streams.security import add_arguments
     add_arguments(p)
 
 
 def parser() -> argparse.ArgumentParser:
+    from cli.engine_flags import ORDER, add_engine_arguments
     p = argparse.ArgumentParser(prog="fabric-rca", description="Root-cause diagnosis for AI-cluster RoCE fabrics.")
     sub = p.add_subparsers(dest="command", required=True)
     db_help = "SQLAlchemy URL or SQLite file (default: $FABRIC_RCA_DB, else sqlite:///fabric-rca.db)"
 
     r = sub.add_parser("replay", help="replay recorded telemetry in-process into the store")
     r.add_argument("files", nargs="+", type=Path, metavar="FILE", help=".jsonl or .jsonl.gz telemetry")
-    r.add_argument("--topology", type=Path, required=True, help="DOT, containerlab YAML or fabric-rca JSON")
-    r.add_argument("--jobs", type=Path, help="job_placement .jsonl or squeue --json document")
+    add_engine_arguments(r, from_env=False, required=("--topology",))
     r.add_argument("--db", help=db_help)
     r.add_argument("--speed", type=_positive, help="pace event time at N times real time (default: as fast as possible)")
-    r.add_argument("--rules", type=Path, action="append", help="rule file (repeatable; default: built-in catalogue)")
     r.add_argument("--rejects", type=Path, default=Path("rejects.jsonl"), help="where unreadable records go")
-    r.add_argument("--resolve-after", type=_positive, default=60.0, metavar="SECONDS",
-                   help="resolve an incident after its symptoms stay quiet this long (event time; default 60)")
-    r.add_argument("--lateness", type=_positive, default=5.0, metavar="SECONDS",
-                   help="release delay behind the fleet's event time, and the least lateness of any series "
-                        "(a series may be 3 of its sample intervals late, up to 180 s; default 5)")
     r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
     r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
     r.add_argument("--jobs-topic", default="fabric.jobs", help="jobs topic for --to-kafka")
-    r.add_argument("--models", type=Path, metavar="DIR", help="anomaly models trained by `fabric-rca train` "
-                   "(default: rules only)")
-    r.add_argument("--learn-rate", type=_unit, default=0.0, metavar="RATE",
-                   help="with --models: keep learning entities' baselines online from normal windows, "
-                        "this fraction of a scale per window (e.g. 0.01; default 0: as trained)")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     kafka_security_arguments(r)
@@ -424,13 +387,7 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="run the faust-streaming workers on Kafka")
     w.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap (or FABRIC_RCA_BOOTSTRAP)")
     w.add_argument("--db", help=db_help)
-    w.add_argument("--topology", help="topology file (or FABRIC_RCA_TOPOLOGY)")
-    w.add_argument("--jobs", help="job file to preload (or FABRIC_RCA_JOBS); jobs also arrive on fabric.jobs")
-    w.add_argument("--rules", type=Path, action="append")
-    w.add_argument("--models", type=Path, help="anomaly models folder from `fabric-rca train` (or FABRIC_RCA_MODELS; "
-                   "default: rules only)")
-    w.add_argument("--learn-rate", type=_unit, default=0.0, metavar="RATE",
-                   help="with --models: online learning of baselines from normal windows (default 0: as trained)")
+    add_engine_arguments(w, from_env=True)
     w.add_argument("--topic-prefix", default="", help="prefix every topic and the consumer group (tests, shared brokers)")
     w.add_argument("--telemetry-topic", action="append", metavar="TOPIC",
                    help="a telemetry topic to read, keyed by host (repeat for several; or FABRIC_RCA_TELEMETRY_TOPICS, "
@@ -456,6 +413,7 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--z-min", type=_positive, default=6.0,
                     help="robust score a feature must reach before a window can be anomalous (default 6)")
     tr.add_argument("--seed", type=int, default=0, help="random seed of the forests (same data + seed: same models)")
+    add_engine_arguments(tr, from_env=False, groups=(ORDER,))  # the order the models will score in
     tr.add_argument("--quiet", action="store_true", help="no progress")
     tr.set_defaults(fn=cmd_train)
 

@@ -1,13 +1,13 @@
-"""Composition: build the pipeline from files and flags."""
+"""Replay's exit codes and failure lines; `build_pipeline`, a shorthand of `compose`."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.jobs import JobBook
+from compose import EngineSettings, build_engine, new_pipeline
+from compose.engine import load_models  # noqa: F401 - re-exported for the benchmarks
 from engine.pipeline import EngineConfig, Pipeline
 from engine.replay import FileFailure
 from engine.topology import Topology
-from rules.loader import load_rules
 
 
 EXIT_FILES_FAILED = 1  # replay ran to the end, but some files broke part-way (their good lines were used)
@@ -27,17 +27,9 @@ def failed_files_line(failures: list[FileFailure], *, total: int) -> str:
             + "; ".join(f.describe() for f in failures))
 
 
-def load_models(folder: Path | None):
-    """The trained models in `folder` (None: rules only); ModelError says what is wrong."""
-    if folder is None:
-        return None
-    from models.store import load
-    return load(folder)
-
-
 def build_pipeline(*, topology: Topology, jobs_file: Path | None, rule_files: list[Path] | None,
                    config: EngineConfig = EngineConfig(), models=None) -> Pipeline:
-    """models: a loaded models.store.ModelSet, or None for rules alone."""
-    scorer = models.scorer(learn_rate=config.learn_rate) if models is not None else None
-    return Pipeline(rules=load_rules(rule_files), topology=topology, jobs=JobBook.from_file(jobs_file),
-                    config=config, scorer=scorer)
+    """A pipeline of a loaded topology (and loaded models.store.ModelSet, or None for rules
+    alone): a shorthand of the composition root (`compose`) for tests and benchmarks."""
+    settings = EngineSettings(jobs_file=jobs_file, rule_files=tuple(rule_files or ()), config=config)
+    return new_pipeline(build_engine(settings, topology=topology, models=models))

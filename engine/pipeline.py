@@ -40,6 +40,13 @@ class EngineConfig:
     learn_rate: float = 0.0  # anomaly models: online learning step (0: baselines stay as trained)
 
 
+def new_reorderer(config: EngineConfig, stats=None) -> Reorderer:
+    """The order stage as `config` sets it: detection, training (models.train) and the
+    baselines (evaluation.baselines) all read telemetry in this one order."""
+    return Reorderer(lateness_s=config.lateness_s, lateness_intervals=config.lateness_intervals,
+                     max_lateness_s=config.max_lateness_s, skew_s=config.skew_s, stats=stats)
+
+
 @dataclass
 class Stats:
     records: int = 0  # metrics read (a batch counts each metric)
@@ -117,8 +124,7 @@ class DetectStage:
         self.source = source
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
-        self.reorder = Reorderer(lateness_s=config.lateness_s, lateness_intervals=config.lateness_intervals,
-                                 max_lateness_s=config.max_lateness_s, skew_s=config.skew_s, stats=self.stats)
+        self.reorder = new_reorderer(config, stats=self.stats)
         self.detector = Detector(rules, roles, scorer=scorer)
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}

@@ -58,7 +58,7 @@ from sklearn.preprocessing import RobustScaler, StandardScaler
 from engine.features import MEASUREMENTS, FeatureExtractor, known_features, plan
 from engine.impact import affected_jobs
 from engine.normalize import parse_line
-from engine.order import Reorderer
+from engine.pipeline import EngineConfig, new_reorderer
 from engine.replay import open_lines
 from engine.topology import Topology
 from engine.types import INTERFACE, LINK, STORAGE, SWITCH, Entity, Job, Metric, device_of, rfc3339
@@ -265,9 +265,10 @@ def _identity(metric: Metric) -> tuple[str, str] | None:
 
 
 def collect(telemetry: list[Path], times: list[float], *, normal_s: float = NORMAL_S,
-            anomal_s: float = ANOMAL_S, step_s: float = STEP_S) -> tuple[list[Frame], int]:
-    """Stream the telemetry once; one Frame per anomaly time (in the order given) and
-    the number of records read."""
+            anomal_s: float = ANOMAL_S, step_s: float = STEP_S,
+            config: EngineConfig = EngineConfig()) -> tuple[list[Frame], int]:
+    """Stream the telemetry once, in the engine's order (`config`'s lateness and skew);
+    one Frame per anomaly time (in the order given) and the number of records read."""
     wanted = {m: metric_features(m) for m in MEASUREMENTS}
     wanted = {m: f for m, f in wanted.items() if f}
     extractor = FeatureExtractor({m: plan(m, f) for m, f in wanted.items()})
@@ -277,7 +278,7 @@ def collect(telemetry: list[Path], times: list[float], *, normal_s: float = NORM
     if not windows:
         return [], 0
     margin = 5.0 * step_s  # counters need a previous sample before a window starts
-    reorder = Reorderer(lateness_s=5.0)
+    reorder = new_reorderer(config)
     idents: dict[str, tuple[str, str, str] | None] = {}  # series -> (measurement, entity, qualifier)
     records = 0
 

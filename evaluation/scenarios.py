@@ -4,9 +4,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cli.run import build_pipeline, load_models
+from compose import EngineSettings, build_engine, new_pipeline
+from compose.engine import load_models
 from engine.jobs import JobBook
-from engine.pipeline import Stats
+from engine.pipeline import EngineConfig, Stats
 from engine.replay import replay
 from engine.topology import load_topology
 
@@ -51,15 +52,23 @@ def scenario_files(folder: Path) -> dict[str, Path]:
     return files
 
 
-def replay_scenario(folder: Path, *, rule_files: list[Path] | None = None,
-                    models_dir: Path | None = None, models=None) -> tuple[dict, list[dict], Stats]:
+def scenario_settings(folder: Path, *, rule_files: list[Path] | None = None,
+                      config: EngineConfig = EngineConfig()) -> EngineSettings:
+    """The engine settings of a generated scenario: its topology and jobs, `rule_files`."""
+    files = scenario_files(folder)
+    return EngineSettings(topology=files["topology"], jobs_file=files["jobs"], rule_files=tuple(rule_files or ()),
+                          config=config)
+
+
+def replay_scenario(folder: Path, *, rule_files: list[Path] | None = None, models_dir: Path | None = None,
+                    models=None, config: EngineConfig = EngineConfig()) -> tuple[dict, list[dict], Stats]:
     """Replay one generated scenario in memory: (truth, final incidents, stats). Anomaly
     models come loaded (`models`) or from a folder (`models_dir`); neither: rules only."""
     files = scenario_files(folder)
     if models is None and models_dir is not None:
         models = scenario_models(models_dir, json.loads(files["truth"].read_text()))
-    pipeline = build_pipeline(topology=load_topology(files["topology"]), jobs_file=files["jobs"],
-                              rule_files=rule_files, models=models)
+    settings = scenario_settings(folder, rule_files=rule_files, config=config)
+    pipeline = new_pipeline(build_engine(settings, models=models))
     latest: dict[str, dict] = {}
 
     def sink(changes: list[dict]) -> None:
@@ -71,10 +80,12 @@ def replay_scenario(folder: Path, *, rule_files: list[Path] | None = None,
     return truth, sorted(latest.values(), key=lambda i: (i["opened_at"], i["id"])), stats
 
 
-def baseline_scenario(folder: Path, methods: list[str]) -> tuple[dict, dict[str, list[dict]], int]:
+def baseline_scenario(folder: Path, methods: list[str], *,
+                      config: EngineConfig = EngineConfig()) -> tuple[dict, dict[str, list[dict]], int]:
     """Run published root-cause baselines (evaluation.baselines: BARO, N-Sigma) on one
     generated scenario, handing them each fault's start time as RCAEval does: (truth,
-    incidents per method, records read). The telemetry is read once for all methods."""
+    incidents per method, records read). The telemetry is read once for all methods, in
+    the order `config` sets, as the engine's replay of the scenario reads it."""
     from evaluation.baselines import METHODS, collect, incident
 
     files = scenario_files(folder)
@@ -82,7 +93,7 @@ def baseline_scenario(folder: Path, methods: list[str]) -> tuple[dict, dict[str,
     topology = load_topology(files["topology"])
     book = JobBook.from_file(files["jobs"])
     times = [f["start"] for f in truth.get("faults", [])]
-    frames, records = collect([files["telemetry"]], times)
+    frames, records = collect([files["telemetry"]], times, config=config)
     out = {
         m: [incident(frame, METHODS[m], topology=topology, jobs=book.running(frame.t0), number=i)
             for i, frame in enumerate(frames, start=1)]

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.features import FeatureExtractor, plan
 from engine.normalize import parse_line
-from engine.order import Reorderer
+from engine.pipeline import EngineConfig, new_reorderer
 from engine.replay import check_files, open_lines
 from engine.topology import Topology
 from engine.types import rfc3339
@@ -38,6 +38,7 @@ class TrainingData:
 
     window_s: float = DEFAULT_WINDOW_S
     topologies: list[Topology] | None = None  # records of devices in none of them are skipped
+    config: EngineConfig = field(default_factory=EngineConfig)  # the order stage's settings, as scoring's
     rows: dict[str, list[tuple[str, list[float]]]] = field(default_factory=dict)
     records: int = 0
     rejects: int = 0
@@ -46,7 +47,7 @@ class TrainingData:
     last: float | None = None
 
     def __post_init__(self) -> None:
-        self._order = Reorderer()
+        self._order = new_reorderer(self.config)
         self._extract = FeatureExtractor({c.measurement: plan(c.measurement, frozenset(c.feature_names))
                                           for c in CLASSES.values()})
         self._cut = WindowCutter(self.window_s)
@@ -94,16 +95,18 @@ class TrainingData:
 
 def train(files: list[Path], *, topologies: list[Topology] | None = None, window_s: float = DEFAULT_WINDOW_S,
           seed: int = 0, z_min: float = DEFAULT_Z_MIN,
-          progress: Callable[[TrainingData], None] | None = None) -> tuple[ModelSet, dict]:
+          progress: Callable[[TrainingData], None] | None = None,
+          config: EngineConfig = EngineConfig()) -> tuple[ModelSet, dict]:
     """A model set learned from `files`, and a description of the training for the metadata.
-    Each file is its own stream (its own event-time order): recordings of several fabrics
-    or of several days may cover the same or overlapping times."""
+    Each file is its own stream (its own event-time order, `config`'s, as the detect stage
+    that will score it orders its input): recordings of several fabrics or of several
+    days may cover the same or overlapping times."""
     if window_s <= 0:
         raise TrainingError("--window-s must be positive")
     paths = check_files(files)
     streams = []
     for path in paths:
-        data = TrainingData(window_s, topologies)
+        data = TrainingData(window_s, topologies, config=config)
         for n, line in enumerate(open_lines(path), 1):
             data.feed(line)
             if progress and n % 50_000 == 0:

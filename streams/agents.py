@@ -16,12 +16,10 @@ import faust
 import orjson
 from faust.types import TP
 
+from compose import EngineParts, new_correlate_stage, new_detect_stage
 from engine.events import TICK, StageEvent, decode_batch, encode_batch
-from engine.jobs import JobBook
 from engine.normalize import parse_line
-from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, job_event
-from engine.topology import Topology
-from rules.schema import RuleSet
+from engine.pipeline import CorrelateStage, DetectStage, job_event
 from streams.checkpoints import Checkpoints, log, patiently
 from streams.deadletter import DeadLetters, letters
 from streams.settings import WorkerSettings
@@ -55,10 +53,9 @@ class Agents:
     """What the agents share, and the one function per message each of them runs."""
 
     def __init__(self, settings: WorkerSettings, topics: Topics, checkpoints: Checkpoints, *, sink,
-                 rules: RuleSet, roles: dict[str, str], topology: Topology, models, config: EngineConfig,
-                 read_partitions: Callable[[], dict[str, int]]):
+                 parts: EngineParts, read_partitions: Callable[[], dict[str, int]]):
         self.settings, self.topics, self.checkpoints, self.sink = settings, topics, checkpoints, sink
-        self.rules, self.roles, self.topology, self.models, self.config = rules, roles, topology, models, config
+        self.parts = parts  # the engine's rules, topology, models and config (compose.build_engine)
         self.read_partitions = read_partitions
         self.counters = Counters()
         self.offsets: dict[tuple[str, int], int] = {}  # (topic, partition) -> latest offset read
@@ -86,8 +83,7 @@ class Agents:
         return named
 
     def new_detect(self, source: str) -> DetectStage:
-        scorer = self.models.scorer(learn_rate=self.config.learn_rate) if self.models is not None else None
-        return DetectStage(rules=self.rules, roles=self.roles, config=self.config, source=source, scorer=scorer)
+        return new_detect_stage(self.parts, source)
 
     async def on_telemetry(self, event) -> None:
         counters, checkpoints = self.counters, self.checkpoints
@@ -133,9 +129,7 @@ class Agents:
 
     # --------------------------------------------------------------- correlate
     def new_correlate(self) -> CorrelateStage:
-        return CorrelateStage(topology=self.topology, rules=self.rules, jobs=JobBook.from_file(self.settings.jobs_file),
-                              config=self.config, sources=self.expected[0],
-                              opens_incident=self.models.scorer().opens_incident if self.models is not None else None)
+        return new_correlate_stage(self.parts, self.expected[0])
 
     async def correlation(self) -> CorrelateStage:
         if self.correlate_key not in self.checkpoints.stages:  # new here: wall-time silence counts from now

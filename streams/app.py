@@ -22,9 +22,7 @@ from typing import Callable
 
 import faust
 
-from engine.pipeline import EngineConfig
-from engine.topology import load_topology
-from rules.loader import load_rules
+from compose import EngineParts, build_engine
 from streams import agents as agent_loops
 from streams import health, state
 from streams.checkpoints import Checkpoints
@@ -69,20 +67,16 @@ def new_app(settings: WorkerSettings) -> faust.App:
     return app
 
 
-def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig(),
+def build_app(settings: WorkerSettings, *, parts: EngineParts | None = None,
               read_snapshots: Callable[[], dict[str, tuple[int, bytes]]] | None = None,
               read_partitions: Callable[[], dict[str, int]] | None = None) -> faust.App:
-    """The worker app. `read_snapshots` (key -> (offset, snapshot)) defaults to reading the
-    state topic, `read_partitions` (telemetry topic -> partitions) to asking the broker;
-    broker-free tests pass their own."""
-    rules = load_rules(list(settings.rule_files) or None)
-    models = None
-    if settings.models_dir is not None:
-        from models.store import load as load_models  # scikit-learn only when models are used
-        models = load_models(settings.models_dir)
-    topology = load_topology(settings.topology)
-    roles = {d: topology.role(d) for d in topology.devices()}
-    sink = LazySink(settings.db_url, topology=topology.to_dict())
+    """The worker app. `parts` (the engine's rules, topology, models, config) defaults to
+    `compose.build_engine(settings.engine)`; `read_snapshots` (key -> (offset, snapshot))
+    defaults to reading the state topic, `read_partitions` (telemetry topic -> partitions)
+    to asking the broker; broker-free tests pass their own."""
+    if parts is None:
+        parts = build_engine(settings.engine)
+    sink = LazySink(settings.db_url, topology=parts.topology.to_dict())
 
     app = new_app(settings)
     topics = agent_loops.Topics(app, settings)
@@ -91,8 +85,7 @@ def build_app(settings: WorkerSettings, *, config: EngineConfig = EngineConfig()
     partitions = read_partitions or (lambda: partition_counts(bootstrap=settings.bootstrap, security=settings.kafka_security,
                                                               topics=list(settings.telemetry_topics)))
     checkpoints = Checkpoints(app, settings, topics.state, reader)
-    agents = agent_loops.Agents(settings, topics, checkpoints, sink=sink, rules=rules, roles=roles,
-                                topology=topology, models=models, config=config, read_partitions=partitions)
+    agents = agent_loops.Agents(settings, topics, checkpoints, sink=sink, parts=parts, read_partitions=partitions)
     agent_loops.register(app, agents)
     health.register(app, agents)
     app.fabric_checkpoints = checkpoints  # for tests and health
@@ -109,7 +102,7 @@ def run_worker(settings: WorkerSettings) -> None:
     from streams.topics import ensure_topics
 
     ensure_topics(bootstrap=settings.bootstrap, topics=settings.topics(), security=settings.kafka_security)
-    app = build_app(settings, config=EngineConfig(learn_rate=settings.learn_rate))
+    app = build_app(settings)
     worker = Worker(app, loglevel=settings.loglevel, quiet=True, redirect_stdouts=False,
                     logging_config=logging_config(level=settings.loglevel, fmt=settings.log_format))
     if not sys.stdout.isatty():

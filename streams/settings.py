@@ -1,9 +1,11 @@
-"""One settings object for a worker process, built in `main` from flags and environment."""
+"""One settings object for a worker process, built in `main` from flags and environment.
+The engine's part of it is `compose.EngineSettings`, the same object `replay` builds."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compose import EngineSettings
 from streams.security import PLAINTEXT, KafkaSecurity
 from streams.topics import DLQ, INCIDENTS, JOBS, STATE, SYMPTOMS, TELEMETRY
 
@@ -12,11 +14,7 @@ from streams.topics import DLQ, INCIDENTS, JOBS, STATE, SYMPTOMS, TELEMETRY
 class WorkerSettings:
     bootstrap: str
     db_url: str = field(repr=False)  # may hold a password: never in a log line or traceback
-    topology: Path
-    jobs_file: Path | None = None
-    rule_files: tuple[Path, ...] = ()
-    models_dir: Path | None = None  # anomaly models from `fabric-rca train`; None: rules only
-    learn_rate: float = 0.0  # with models: online learning of entity baselines (0: as trained)
+    engine: EngineSettings  # topology, jobs, rules, models and tunables: what compose.build_engine builds
     app_id: str = "fabric-rca"
     telemetry_topics: tuple[str, ...] = (TELEMETRY,)
     jobs_topic: str = JOBS

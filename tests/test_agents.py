@@ -28,6 +28,7 @@ from sqlmodel import Session
 
 from api.store.db import make_engine
 from api.store.repository import list_incidents
+from compose import EngineSettings
 from engine.events import JOB, SYMPTOM, TICK, StageEvent, decode_batch, encode_batch
 from engine.jobs import JobBook
 from engine.pipeline import CorrelateStage, DetectStage
@@ -77,8 +78,7 @@ def settings(tmp_path, scenario) -> WorkerSettings:
     return WorkerSettings(
         bootstrap="127.0.0.1:1",  # nothing listens there: any attempt to reach a broker fails
         db_url=f"sqlite:///{tmp_path}/a.db",
-        topology=scenario / "topology.dot",
-        jobs_file=scenario / "jobs.jsonl",
+        engine=EngineSettings(topology=scenario / "topology.dot", jobs_file=scenario / "jobs.jsonl"),
         web_port=_free_port(),
         data_dir=tmp_path,
         checkpoint_every_s=3600,  # checkpoints go to a broker; the KAFKA tests cover them
@@ -118,7 +118,7 @@ def run_agent(settings: WorkerSettings, name: str, messages: Iterable[tuple[byte
 
 def detect_stage_events(settings: WorkerSettings, lines: list[bytes], models=None) -> list[StageEvent]:
     """What the pure stage 1 emits for `lines`, as the detect agent's partition-0 stage would."""
-    topology = load_topology(settings.topology)
+    topology = load_topology(settings.engine.topology)
     stage = DetectStage(rules=load_rules(None), roles={d: topology.role(d) for d in topology.devices()},
                         source=SOURCE, scorer=models.scorer() if models is not None else None)
     events: list[StageEvent] = []
@@ -188,7 +188,8 @@ def test_detect_scores_with_the_workers_anomaly_models(settings, sent, telemetry
     sim.simulate(out=clean, scenario="clean", seed=11, duration=300)
     models, training = train([clean / "telemetry.jsonl.gz"], seed=1)
     save(models, tmp_path / "models", training=training)
-    settings = dataclasses.replace(settings, models_dir=tmp_path / "models")
+    engine = dataclasses.replace(settings.engine, models_dir=tmp_path / "models")
+    settings = dataclasses.replace(settings, engine=engine)
     messages = [(m.key, m.value) for line in telemetry for m in messages_of_line(line)]
 
     run_agent(settings, "detect", messages)
@@ -213,8 +214,8 @@ def test_correlate_stores_and_publishes_incident_changes(settings, sent, telemet
     assert [m.key for m in published] == [d["id"].encode() for d in docs]
 
     # One message per change of the core's stage 2, fed the same events one at a time.
-    stage = CorrelateStage(topology=load_topology(settings.topology), rules=load_rules(None),
-                           jobs=JobBook.from_file(settings.jobs_file))
+    stage = CorrelateStage(topology=load_topology(settings.engine.topology), rules=load_rules(None),
+                           jobs=JobBook.from_file(settings.engine.jobs_file))
     changes: list[dict] = []
     for e in events:
         stage.add(e)

@@ -12,6 +12,7 @@ from sqlalchemy.engine import make_url
 
 from api.store.db import StoreError, make_engine, redacted_url
 from cli.main import main
+from compose import EngineSettings
 from streams.settings import WorkerSettings
 
 SECRET = "s3cret"
@@ -43,7 +44,8 @@ def test_store_errors_hide_the_password():
 
 
 def test_worker_settings_repr_hides_the_url():
-    settings = WorkerSettings(bootstrap="127.0.0.1:9092", db_url=f"postgresql://u:{SECRET}@h/x", topology=Path("t"))
+    settings = WorkerSettings(bootstrap="127.0.0.1:9092", db_url=f"postgresql://u:{SECRET}@h/x",
+                              engine=EngineSettings(topology=Path("t")))
     assert SECRET not in repr(settings)
 
 

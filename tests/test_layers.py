@@ -1,4 +1,4 @@
-"""Imports run one way: contract <- rules <- engine <- models <- evaluation and the adapters.
+"""Imports run one way: contract <- rules <- engine <- models <- compose <- evaluation and the adapters.
 
 Read off the source with `ast` (no import is executed), so a wrong-way import fails
 here even in a module no other test loads, and even inside a function.
@@ -11,16 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = ("contract", "rules", "engine", "models", "sim", "evaluation", "api", "streams", "cli")
+PROJECT = ("contract", "rules", "engine", "models", "compose", "sim", "evaluation", "api", "streams", "cli")
 FRAMEWORKS = ("faust", "kafka", "aiokafka", "sqlmodel", "sqlalchemy", "fastapi", "uvicorn", "mode")
 
 # package -> the project packages (and frameworks) it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "contract": PROJECT[1:] + FRAMEWORKS,
-    "rules": ("engine", "models", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
-    "engine": ("models", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
-    "models": ("sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
-    "sim": ("engine", "rules", "models", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
+    "rules": ("engine", "models", "compose", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
+    "engine": ("models", "compose", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
+    "models": ("compose", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
+    # the composition root: builds the core's parts for every entry point, adapters included
+    "compose": ("sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
+    "sim": ("engine", "rules", "models", "compose", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
     "evaluation": ("sim", "api", "streams") + FRAMEWORKS,
     "api": ("streams", "cli", "sim", "evaluation"),
     "streams": ("cli", "sim", "evaluation"),

@@ -9,6 +9,7 @@ import warnings
 
 import pytest
 
+from compose import EngineSettings
 from streams.app import build_app
 from streams.settings import WorkerSettings
 from streams.transport import FETCH_MAX_WAIT_MS, Consumer, Transport
@@ -30,8 +31,8 @@ def topology(tmp_path_factory):
 
 
 def consumer_of(tmp_path, topology) -> Consumer:
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", db_url=f"sqlite:///{tmp_path}/a.db", topology=topology,
-                              web_port=_free_port(), data_dir=tmp_path)
+    settings = WorkerSettings(bootstrap="127.0.0.1:1", db_url=f"sqlite:///{tmp_path}/a.db",
+                              engine=EngineSettings(topology=topology), web_port=_free_port(), data_dir=tmp_path)
     app = build_app(settings, read_snapshots=dict)
     assert isinstance(app.transport, Transport)
     consumer = app.consumer
