@@ -5,8 +5,8 @@
 
 Generates (once, cached under .cache/bench/) a pfc_storm scenario of at least --records
 telemetry records, starts a broker of its own (scripts/kafka-dev on free ports, a temporary
-state folder) unless --bootstrap is given, publishes the scenario to fresh topic
-prefixes (raw, one per one-worker run, two workers) and measures, in one run (the raw
+state folder; testkit.services.KafkaDev) unless --bootstrap is given, publishes the scenario
+to fresh topic prefixes (raw, one per one-worker run, two workers) and measures, in one run (the raw
 consumers and one worker --repeat times, interleaved; the run of median duration counts):
   raw aiokafka - an AIOKafkaConsumer (the Kafka client under faust) reading the telemetry
               topic from the beginning to its end offsets in getmany batches, no processing
@@ -37,7 +37,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.replay_throughput import write_section  # noqa: E402
+from testkit.ports import free_port  # noqa: E402
+from testkit.services import KafkaDev  # noqa: E402
+from testkit.store import stored_incidents  # noqa: E402
+from testkit.workers import Fleet, WorkerProcess  # noqa: E402
 
 # Half of replay_throughput's fabric, so one run stays near two minutes on 2 cores.
 # (Snapshots are compressed and may reach 16 MiB, so larger fabrics checkpoint too.)
@@ -87,93 +90,6 @@ def generate(records: int, cache: Path) -> Path:
         if truth["records"] >= records and fault_inside:
             return out
         duration = int(duration * max(1.0, records / truth["records"]) * 1.05) + 10
-
-
-# ------------------------------------------------------------------ processes
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Broker:
-    """scripts/kafka-dev on free ports with a state folder of its own."""
-
-    def __init__(self, state_dir: Path):
-        self.env = dict(os.environ, KAFKA_PORT=str(_free_port()), KAFKA_CONTROLLER_PORT=str(_free_port()),
-                        KAFKA_STATE_DIR=str(state_dir))
-        self.script = str(ROOT / "scripts" / "kafka-dev")
-
-    def _run(self, verb: str) -> str:
-        out = subprocess.run([self.script, verb], env=self.env, capture_output=True, text=True, timeout=240)
-        if out.returncode != 0:
-            raise RuntimeError(f"scripts/kafka-dev {verb} failed:\n{out.stdout}{out.stderr}")
-        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-
-    def start(self) -> str:
-        return self._run("start")
-
-    def stop(self) -> None:
-        self._run("stop")  # a no-op ("not running") when it never started
-
-
-class Worker:
-    """One `cli.main worker` process on a topic prefix, with its /healthz and /metrics."""
-
-    def __init__(self, name: str, *, bootstrap: str, folder: Path, prefix: str, db: Path, tmp: Path,
-                 profile: Path | None = None):
-        import httpx
-
-        self.name = name
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp / f"{name}.log"
-        self.http = httpx.Client(timeout=5)
-        python = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else [])
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            python + ["-m", "cli.main", "worker", "--bootstrap", bootstrap, "--db", str(db),
-                      "--topology", str(folder / "topology.dot"), "--jobs", str(folder / "jobs.jsonl"),
-                      "--topic-prefix", prefix, "--metrics-port", str(self.port), "--data-dir", str(tmp / name)],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-    def healthy(self) -> bool:
-        import httpx
-
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"worker {self.name} exited with {self.proc.returncode}:\n{self.tail()}")
-        try:
-            return self.http.get(self.base + "/healthz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def metrics(self) -> dict[str, float]:
-        text = self.http.get(self.base + "/metrics").text
-        return {name: float(v) for name, v in (line.rsplit(" ", 1) for line in text.splitlines()
-                                               if line and not line.startswith("#"))}
-
-    def tail(self) -> str:
-        try:
-            return self.log_path.read_text()[-3000:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        """SIGTERM (faust shuts down cleanly; cProfile writes its file), then SIGKILL."""
-        try:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait(timeout=10)
-        finally:
-            self.http.close()
-            self._log.close()
 
 
 # ------------------------------------------------------------------ measurements
@@ -237,7 +153,7 @@ def _faust_count(bootstrap: str, prefix: str, messages: int, topology: str, tmp:
     from streams.settings import WorkerSettings
 
     settings = WorkerSettings.with_prefix(f"{prefix}faustraw{attempt}.", bootstrap=bootstrap, db_url="sqlite://",
-                                          topology=Path(topology), web_port=_free_port(), data_dir=Path(tmp))
+                                          topology=Path(topology), web_port=free_port(), data_dir=Path(tmp))
     app = new_app(settings)
     telemetry = app.topic(prefix + "fabric.telemetry", key_type=bytes, value_type=bytes,
                           key_serializer="raw", value_serializer="raw")
@@ -288,24 +204,6 @@ def measure_faust(bootstrap: str, prefix: str, *, records: int, messages: int, t
     return r
 
 
-def _stored(db: Path) -> list[dict]:
-    from sqlmodel import Session
-
-    from api.store.db import make_engine
-    from api.store.repository import list_incidents
-
-    if not db.exists():
-        return []
-    engine = make_engine(f"sqlite:///{db}")
-    try:
-        with Session(engine) as session:
-            return list_incidents(session, limit=None)
-    except Exception:  # noqa: BLE001 - the worker creates the schema: not there yet
-        return []
-    finally:
-        engine.dispose()
-
-
 def _ts(text: str | None) -> float | None:
     return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -321,7 +219,8 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
                     tmp: Path, timeout_s: float, label: str, profile: bool = False) -> dict:
     profile_dir = os.environ.get("FABRIC_RCA_BENCH_PROFILE") if profile else None
     db = tmp / f"{label}.db"
-    workers: list[Worker] = []
+    fleet = Fleet(tmp, folder, bootstrap, prefix=prefix, db=db)
+    workers: list[WorkerProcess] = fleet.workers
     # The schema first: workers started together on a fresh SQLite file race on CREATE TABLE
     # (the loser exits with "table ... already exists").
     from api.store.db import create_schema, make_engine
@@ -334,8 +233,7 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
             prof = Path(profile_dir) / f"worker-{label}.prof" if profile_dir and n == 1 else None
             if prof:
                 prof.parent.mkdir(parents=True, exist_ok=True)
-            workers.append(Worker(f"{label}-{i}", bootstrap=bootstrap, folder=folder, prefix=prefix, db=db,
-                                  tmp=tmp, profile=prof))
+            fleet.spawn(f"{label}-{i}", profile=prof)
         deadline = time.monotonic() + 90
         waiting = list(workers)
         while waiting:
@@ -365,13 +263,13 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
             max_delay = max([max_delay] + [m["fabric_rca_processing_delay_seconds"] for m in ms])
             samples += 1
             if incident is None:
-                incident = _found(_stored(db), cause)
+                incident = _found(stored_incidents(db), cause)
             if counted >= published and incident is not None:
                 seconds = time.perf_counter() - t0
                 break
             next_sample += SAMPLE_EVERY_S
             time.sleep(max(0.0, next_sample - time.perf_counter()))
-        incident = _found(_stored(db), cause) or incident  # its latest version
+        incident = _found(stored_incidents(db), cause) or incident  # its latest version
         # Busy time by the workers' own clocks, as the raw consumers time themselves: from the
         # first telemetry message any of them took to the last one any of them finished.
         clocks = [w.metrics() for w in workers]
@@ -386,7 +284,7 @@ def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, publis
                     rejects[reason] = rejects.get(reason, 0) + int(v)
             rejects["(dead-lettered)"] = rejects.get("(dead-lettered)", 0) + int(m["fabric_rca_dead_lettered_total"])
             rejects["(duplicates)"] = rejects.get("(duplicates)", 0) + int(m["fabric_rca_duplicates_total"])
-        health = [w.http.get(w.base + "/healthz").json() for w in workers]
+        health = [w.health() for w in workers]
         return {
             "records": published, "counted": int(counted), "counted_at_start": int(at_start),
             "seconds": seconds, "rate": published / seconds,
@@ -484,7 +382,7 @@ def main() -> None:
     published: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        broker = None if args.bootstrap else Broker(tmp / "broker")
+        broker = None if args.bootstrap else KafkaDev(tmp / "broker")
         try:
             if broker is not None:
                 print("starting a broker (scripts/kafka-dev) ...", file=sys.stderr)
