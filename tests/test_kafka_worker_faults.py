@@ -12,6 +12,7 @@ from collections import Counter
 import httpx
 import orjson
 import pytest
+from kafka import KafkaProducer
 
 from evaluation.scenarios import replay_scenario
 from engine.replay import open_lines
@@ -107,7 +108,13 @@ def test_hostile_records_are_dead_lettered_with_their_bytes_and_the_rest_is_diag
     fleet = Fleet(tmp_path, own, kafka_bootstrap)
     try:
         base = fleet.start("w1")
-        published = fleet.publish()
+        published = fleet.publish()  # the publisher refuses the hostile lines (it judges as replay does) ...
+        assert published.rejected == len(hostile)
+        raw = KafkaProducer(bootstrap_servers=fleet.bootstrap, max_request_size=2_000_000)
+        for value in [*list(hostile)[:3], line_of_members]:  # ... so they go raw, as any client could send them
+            raw.send(fleet.prefix + "fabric.telemetry", key=b"leaf01", value=value)
+        raw.flush()
+        raw.close()
         dlq = _consume(fleet.bootstrap, fleet.prefix + "fabric.telemetry.dlq", until=lambda g: len(g) >= len(hostile))
         assert {m.value: dict(m.headers)["reason"].decode() for m in dlq} == hostile, fleet.logs()
         assert all(len(dict(m.headers)["detail"]) <= 256 for m in dlq)
