@@ -5,8 +5,8 @@
 
 Generates (once, cached under .cache/bench/) a pfc_storm scenario of at least --records
 telemetry records, starts a broker of its own (scripts/kafka-dev on free ports, a temporary
-state folder) unless --bootstrap is given, publishes the scenario to fresh topic
-prefixes (raw, one per one-worker run, two workers) and measures, in one run (the raw
+state folder; testkit.services.KafkaDev) unless --bootstrap is given, publishes the scenario
+to fresh topic prefixes (raw, one per one-worker run, two workers) and measures, in one run (the raw
 consumers and one worker --repeat times, interleaved; the run of median duration counts):
   raw aiokafka - an AIOKafkaConsumer (the Kafka client under faust) reading the telemetry
               topic from the beginning to its end offsets in getmany batches, no processing
@@ -35,33 +35,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.replay_throughput import write_section  # noqa: E402
+from bench.kafka_report import FABRIC, SAMPLE_EVERY_S, SETTLE_S, Measured, report  # noqa: E402
+from bench.kafka_report import messages as telemetry_messages  # noqa: E402
+from testkit.ports import free_port  # noqa: E402
+from testkit.services import KafkaDev  # noqa: E402
+from testkit.store import stored_incidents  # noqa: E402
+from testkit.workers import Fleet, WorkerProcess  # noqa: E402
 
-# Half of replay_throughput's fabric, so one run stays near two minutes on 2 cores.
-# (Snapshots are compressed and may reach 16 MiB, so larger fabrics checkpoint too.)
-FABRIC = dict(spines=4, leaves=8, hosts_per_leaf=16, storage_hosts=4)
 RECORDS_PER_SECOND = 528  # of that fabric, measured: ports + queues, NICs, storage
 STALL_S = 60.0  # no record counted for this long: the worker is stuck (see its log)
-TARGET_RATE = 20_000
-TARGET_RATIO = 0.30
-# /healthz-to-done is known to this much; the busy time comes from the workers' own clocks
-# (as the raw consumers time themselves), and each sample costs the worker a /metrics render.
-SAMPLE_EVERY_S = 0.25
-SETTLE_S = 3.0
 
 
 # ------------------------------------------------------------------ the scenario
@@ -87,93 +81,6 @@ def generate(records: int, cache: Path) -> Path:
         if truth["records"] >= records and fault_inside:
             return out
         duration = int(duration * max(1.0, records / truth["records"]) * 1.05) + 10
-
-
-# ------------------------------------------------------------------ processes
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Broker:
-    """scripts/kafka-dev on free ports with a state folder of its own."""
-
-    def __init__(self, state_dir: Path):
-        self.env = dict(os.environ, KAFKA_PORT=str(_free_port()), KAFKA_CONTROLLER_PORT=str(_free_port()),
-                        KAFKA_STATE_DIR=str(state_dir))
-        self.script = str(ROOT / "scripts" / "kafka-dev")
-
-    def _run(self, verb: str) -> str:
-        out = subprocess.run([self.script, verb], env=self.env, capture_output=True, text=True, timeout=240)
-        if out.returncode != 0:
-            raise RuntimeError(f"scripts/kafka-dev {verb} failed:\n{out.stdout}{out.stderr}")
-        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-
-    def start(self) -> str:
-        return self._run("start")
-
-    def stop(self) -> None:
-        self._run("stop")  # a no-op ("not running") when it never started
-
-
-class Worker:
-    """One `cli.main worker` process on a topic prefix, with its /healthz and /metrics."""
-
-    def __init__(self, name: str, *, bootstrap: str, folder: Path, prefix: str, db: Path, tmp: Path,
-                 profile: Path | None = None):
-        import httpx
-
-        self.name = name
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp / f"{name}.log"
-        self.http = httpx.Client(timeout=5)
-        python = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else [])
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            python + ["-m", "cli.main", "worker", "--bootstrap", bootstrap, "--db", str(db),
-                      "--topology", str(folder / "topology.dot"), "--jobs", str(folder / "jobs.jsonl"),
-                      "--topic-prefix", prefix, "--metrics-port", str(self.port), "--data-dir", str(tmp / name)],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
-    def healthy(self) -> bool:
-        import httpx
-
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"worker {self.name} exited with {self.proc.returncode}:\n{self.tail()}")
-        try:
-            return self.http.get(self.base + "/healthz", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def metrics(self) -> dict[str, float]:
-        text = self.http.get(self.base + "/metrics").text
-        return {name: float(v) for name, v in (line.rsplit(" ", 1) for line in text.splitlines()
-                                               if line and not line.startswith("#"))}
-
-    def tail(self) -> str:
-        try:
-            return self.log_path.read_text()[-3000:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        """SIGTERM (faust shuts down cleanly; cProfile writes its file), then SIGKILL."""
-        try:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait(timeout=10)
-        finally:
-            self.http.close()
-            self._log.close()
 
 
 # ------------------------------------------------------------------ measurements
@@ -238,7 +145,7 @@ def _faust_count(bootstrap: str, prefix: str, messages: int, topology: str, tmp:
     from streams.settings import WorkerSettings
 
     settings = WorkerSettings.with_prefix(f"{prefix}faustraw{attempt}.", bootstrap=bootstrap, db_url="sqlite://",
-                                          engine=EngineSettings(topology=Path(topology)), web_port=_free_port(),
+                                          engine=EngineSettings(topology=Path(topology)), web_port=free_port(),
                                           data_dir=Path(tmp))
     app = new_app(settings)
     telemetry = app.topic(prefix + "fabric.telemetry", key_type=bytes, value_type=bytes,
@@ -290,24 +197,6 @@ def measure_faust(bootstrap: str, prefix: str, *, records: int, messages: int, t
     return r
 
 
-def _stored(db: Path) -> list[dict]:
-    from sqlmodel import Session
-
-    from api.store.db import make_engine
-    from api.store.repository import list_incidents
-
-    if not db.exists():
-        return []
-    engine = make_engine(f"sqlite:///{db}")
-    try:
-        with Session(engine) as session:
-            return list_incidents(session, limit=None)
-    except Exception:  # noqa: BLE001 - the worker creates the schema: not there yet
-        return []
-    finally:
-        engine.dispose()
-
-
 def _ts(text: str | None) -> float | None:
     return None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -319,88 +208,104 @@ def _found(incidents: list[dict], cause: str) -> dict | None:
     return None
 
 
-def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, published: int, cause: str,
-                    tmp: Path, timeout_s: float, label: str, profile: bool = False) -> dict:
-    profile_dir = os.environ.get("FABRIC_RCA_BENCH_PROFILE") if profile else None
-    db = tmp / f"{label}.db"
-    workers: list[Worker] = []
-    # The schema first: workers started together on a fresh SQLite file race on CREATE TABLE
-    # (the loser exits with "table ... already exists").
+def _start_workers(fleet: Fleet, n: int, label: str, profile: bool) -> list[WorkerProcess]:
+    """n workers answering /healthz (the one of a one-worker run under cProfile with
+    FABRIC_RCA_BENCH_PROFILE and `profile`)."""
     from api.store.db import create_schema, make_engine
 
-    engine = make_engine(f"sqlite:///{db}")
+    # The schema first: workers started together on a fresh SQLite file race on CREATE TABLE
+    # (the loser exits with "table ... already exists").
+    engine = make_engine(f"sqlite:///{fleet.db}")
     create_schema(engine)
     engine.dispose()
+    profile_dir = os.environ.get("FABRIC_RCA_BENCH_PROFILE") if profile else None
+    for i in range(n):
+        prof = Path(profile_dir) / f"worker-{label}.prof" if profile_dir and n == 1 else None
+        if prof:
+            prof.parent.mkdir(parents=True, exist_ok=True)
+        fleet.spawn(f"{label}-{i}", profile=prof)
+    deadline = time.monotonic() + 90
+    waiting = list(fleet.workers)
+    while waiting:
+        if time.monotonic() > deadline:
+            raise RuntimeError("workers did not answer /healthz within 90 s:\n" + "\n".join(w.tail() for w in waiting))
+        waiting = [w for w in waiting if not w.healthy()]
+        if waiting:
+            time.sleep(0.1)
+    return fleet.workers
+
+
+def _until_done(workers: list[WorkerProcess], db: Path, *, published: int, cause: str,
+                timeout_s: float) -> tuple[dict, dict]:
+    """Sample /metrics every SAMPLE_EVERY_S s until the records published are counted and
+    the incident is stored: (the seconds it took from now and what the samples saw, the
+    incident)."""
+    t0 = time.perf_counter()
+    at_start = sum(w.metrics()["fabric_rca_records_total"] for w in workers)
+    max_delay, samples, counted, incident = 0.0, 0, at_start, None
+    next_sample = moved = t0
+    while True:
+        now = time.perf_counter()
+        if now - t0 > timeout_s or now - moved > STALL_S:
+            why = f"after {timeout_s:.0f} s" if now - t0 > timeout_s else f"no progress for {STALL_S:.0f} s"
+            raise RuntimeError(f"{len(workers)} worker(s): {counted:,.0f} of {published:,} records and incident "
+                               f"{'found' if incident else 'not found'} {why}:\n"
+                               + "\n".join(w.tail() for w in workers))
+        ms = [w.metrics() for w in workers]
+        before, counted = counted, sum(m["fabric_rca_records_total"] for m in ms)
+        if counted != before:
+            moved = now
+        max_delay = max([max_delay] + [m["fabric_rca_processing_delay_seconds"] for m in ms])
+        samples += 1
+        if incident is None:
+            incident = _found(stored_incidents(db), cause)
+        if counted >= published and incident is not None:
+            return {"seconds": time.perf_counter() - t0, "counted": int(counted), "counted_at_start": int(at_start),
+                    "max_delay_s": max_delay, "samples": samples}, incident
+        next_sample += SAMPLE_EVERY_S
+        time.sleep(max(0.0, next_sample - time.perf_counter()))
+
+
+def _rejects(clocks: list[dict[str, float]]) -> dict[str, int]:
+    """The workers' rejects by reason, then their dead-lettered messages and duplicates."""
+    rejects: dict[str, int] = {}
+    for m in clocks:
+        for name, v in m.items():
+            if name.startswith('fabric_rca_rejects_total{reason="') and v:
+                reason = name.split('"')[1]
+                rejects[reason] = rejects.get(reason, 0) + int(v)
+        rejects["(dead-lettered)"] = rejects.get("(dead-lettered)", 0) + int(m["fabric_rca_dead_lettered_total"])
+        rejects["(duplicates)"] = rejects.get("(duplicates)", 0) + int(m["fabric_rca_duplicates_total"])
+    return rejects
+
+
+def measure_workers(n: int, *, bootstrap: str, folder: Path, prefix: str, published: int, cause: str,
+                    tmp: Path, timeout_s: float, label: str, profile: bool = False) -> dict:
+    db = tmp / f"{label}.db"
+    fleet = Fleet(tmp, folder, bootstrap, prefix=prefix, db=db)
     try:
-        for i in range(n):
-            prof = Path(profile_dir) / f"worker-{label}.prof" if profile_dir and n == 1 else None
-            if prof:
-                prof.parent.mkdir(parents=True, exist_ok=True)
-            workers.append(Worker(f"{label}-{i}", bootstrap=bootstrap, folder=folder, prefix=prefix, db=db,
-                                  tmp=tmp, profile=prof))
-        deadline = time.monotonic() + 90
-        waiting = list(workers)
-        while waiting:
-            if time.monotonic() > deadline:
-                raise RuntimeError("workers did not answer /healthz within 90 s:\n"
-                                   + "\n".join(w.tail() for w in waiting))
-            waiting = [w for w in waiting if not w.healthy()]
-            if waiting:
-                time.sleep(0.1)
+        workers = _start_workers(fleet, n, label, profile)
         if n > 1:
             time.sleep(SETTLE_S)
-        t0 = time.perf_counter()
-        at_start = sum(w.metrics()["fabric_rca_records_total"] for w in workers)
-        max_delay, samples, counted, incident = 0.0, 0, at_start, None
-        next_sample = moved = t0
-        while True:
-            now = time.perf_counter()
-            if now - t0 > timeout_s or now - moved > STALL_S:
-                why = f"after {timeout_s:.0f} s" if now - t0 > timeout_s else f"no progress for {STALL_S:.0f} s"
-                raise RuntimeError(f"{n} worker(s): {counted:,.0f} of {published:,} records and incident "
-                                   f"{'found' if incident else 'not found'} {why}:\n"
-                                   + "\n".join(w.tail() for w in workers))
-            ms = [w.metrics() for w in workers]
-            before, counted = counted, sum(m["fabric_rca_records_total"] for m in ms)
-            if counted != before:
-                moved = now
-            max_delay = max([max_delay] + [m["fabric_rca_processing_delay_seconds"] for m in ms])
-            samples += 1
-            if incident is None:
-                incident = _found(_stored(db), cause)
-            if counted >= published and incident is not None:
-                seconds = time.perf_counter() - t0
-                break
-            next_sample += SAMPLE_EVERY_S
-            time.sleep(max(0.0, next_sample - time.perf_counter()))
-        incident = _found(_stored(db), cause) or incident  # its latest version
+        run, incident = _until_done(workers, db, published=published, cause=cause, timeout_s=timeout_s)
+        incident = _found(stored_incidents(db), cause) or incident  # its latest version
         # Busy time by the workers' own clocks, as the raw consumers time themselves: from the
         # first telemetry message any of them took to the last one any of them finished.
         clocks = [w.metrics() for w in workers]
         first = min(m["fabric_rca_first_read_timestamp_seconds"] for m in clocks
                     if m["fabric_rca_first_read_timestamp_seconds"] > 0)
         busy_s = max(m["fabric_rca_last_read_timestamp_seconds"] for m in clocks) - first
-        rejects: dict[str, int] = {}
-        for m in (w.metrics() for w in workers):
-            for name, v in m.items():
-                if name.startswith('fabric_rca_rejects_total{reason="') and v:
-                    reason = name.split('"')[1]
-                    rejects[reason] = rejects.get(reason, 0) + int(v)
-            rejects["(dead-lettered)"] = rejects.get("(dead-lettered)", 0) + int(m["fabric_rca_dead_lettered_total"])
-            rejects["(duplicates)"] = rejects.get("(duplicates)", 0) + int(m["fabric_rca_duplicates_total"])
-        health = [w.http.get(w.base + "/healthz").json() for w in workers]
-        return {
-            "records": published, "counted": int(counted), "counted_at_start": int(at_start),
-            "seconds": seconds, "rate": published / seconds,
+        health = [w.health() for w in workers]
+        return run | {
+            "records": published, "rate": published / run["seconds"],
             "busy_s": busy_s, "busy_rate": published / busy_s,
-            "max_delay_s": max_delay, "samples": samples,
             "detection_delay_s": _ts(incident["detected_at"]) - _ts(incident["opened_at"]),
             "incident": incident["id"], "top_cause": incident["root_causes"][0]["cause"],
             "top_entity": incident["root_causes"][0]["entity"]["id"],
-            "stages": [sorted(h["stages"]) for h in health], "rejects": rejects,
+            "stages": [sorted(h["stages"]) for h in health], "rejects": _rejects(clocks),
         }
     finally:
-        for w in workers:
+        for w in fleet.workers:
             try:
                 w.stop()
             except Exception as exc:  # noqa: BLE001 - stop the others regardless
@@ -423,30 +328,11 @@ def _delete_topics(bootstrap: str, stem: str) -> None:
 # ------------------------------------------------------------------ main
 
 
-def _messages(stats) -> int:
-    """Telemetry messages published (a batch of metrics is one; older publishers sent one
-    metric a message and did not count messages)."""
-    return getattr(stats, "messages", stats.records + stats.jobs) - stats.jobs
-
-
-def _median(runs: list[dict]) -> dict:
-    """The run of median duration (of an even number, the slower middle one)."""
-    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-
-
-def _secs(s: float) -> str:
-    return f"{s:.{2 if s < 10 else 1}f}"
-
-
-def _counts(d: dict[str, int]) -> str:
-    return ", ".join(f"{k} {v:,}" for k, v in d.items()) or "none"
-
-
 def _on_sigterm(signum, frame):  # so that `finally` blocks stop what we started
     raise SystemExit(128 + signum)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--bootstrap", metavar="HOST:PORT", help="use this broker instead of starting one")
@@ -457,163 +343,98 @@ def main() -> None:
                     help="runs of each raw consumer and of one worker, interleaved; medians are reported")
     ap.add_argument("--child-raw", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     ap.add_argument("--child-faust", nargs=6, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.child_faust or args.child_raw:
-        from cli.runtime import tune_gc
+    return ap
 
-        tune_gc()  # the raw consumers run with the workers' process settings (cli.main applies them there)
+
+def _child(args) -> None:
+    """The raw consumers' processes, with the workers' process settings (cli.main applies them there)."""
+    from cli.runtime import tune_gc
+
+    tune_gc()
     if args.child_faust:
-        bootstrap, prefix, messages, topology, tmp, attempt = args.child_faust
-        _faust_count(bootstrap, prefix, int(messages), topology, tmp, attempt)
-        return
-    if args.child_raw:
+        bootstrap, prefix, n, topology, tmp, attempt = args.child_faust
+        _faust_count(bootstrap, prefix, int(n), topology, tmp, attempt)
+    else:
         import asyncio
 
         print(json.dumps(asyncio.run(_consume_all(*args.child_raw))))
-        return
-    signal.signal(signal.SIGTERM, _on_sigterm)
 
+
+def _publish(bootstrap: str, folder: Path, prefixes: dict[str, str]) -> dict[str, object]:
     from streams.publish import publish_files
     from streams.topics import ensure_topics, pipeline_topics
 
-    started = time.perf_counter()
+    for prefix in prefixes.values():
+        ensure_topics(bootstrap=bootstrap, topics=pipeline_topics(prefix))
+    published = {}
+    for name, prefix in prefixes.items():
+        print(f"publishing {folder.name} to {prefix}* ...", file=sys.stderr)
+        published[name] = publish_files([folder / "telemetry.jsonl.gz"], bootstrap=bootstrap,
+                                        topic=prefix + "fabric.telemetry", jobs_topic=prefix + "fabric.jobs")
+    return published
+
+
+def _rounds(args, bootstrap: str, folder: Path, truth: dict, prefixes: dict[str, str], tmp: Path) -> Measured:
+    """Publish, then the raw consumers and one worker --repeat times, interleaved (so a
+    noisy minute hits all three alike), then two workers."""
+    published = _publish(bootstrap, folder, prefixes)
+    cause = truth["faults"][0]["cause"]
+    records, raw_messages = published["raw"].records, telemetry_messages(published["raw"])
+    raws, fraws, oneruns = [], [], []
+    for i in range(args.repeat):
+        name = f"one{i}"
+        print(f"round {i + 1} of {args.repeat}: raw aiokafka consumer, raw faust-streaming consumer, "
+              "one worker ...", file=sys.stderr)
+        raws.append(measure_raw(bootstrap, prefixes["raw"] + "fabric.telemetry", records=records,
+                                messages=raw_messages))
+        fraws.append(measure_faust(bootstrap, prefixes["raw"], records=records, messages=raw_messages,
+                                   topology=folder / "topology.dot", tmp=tmp, tag=str(i)))
+        oneruns.append(measure_workers(1, bootstrap=bootstrap, folder=folder, prefix=prefixes[name],
+                                       cause=cause, published=published[name].records, tmp=tmp,
+                                       timeout_s=args.timeout, label=name, profile=i == 0))
+    print("two workers ...", file=sys.stderr)
+    two = measure_workers(2, bootstrap=bootstrap, folder=folder, prefix=prefixes["two"], cause=cause,
+                          published=published["two"].records, tmp=tmp, timeout_s=args.timeout, label="two")
+    return Measured(folder=folder, truth=truth, prefixes=prefixes, published=published, raws=raws, fraws=fraws,
+                    oneruns=oneruns, two=two, broker=args.bootstrap, repeat=args.repeat)
+
+
+def _measure(args) -> Measured:
+    """Every measurement on the broker given, or on one started (and stopped) here."""
     folder = generate(args.records, args.cache)
     truth = json.loads((folder / "truth.json").read_text())
-    cause = truth["faults"][0]["cause"]
     stem = f"bench{uuid.uuid4().hex[:6]}."
-    ones = [f"one{i}" for i in range(args.repeat)]
-    prefixes = {name: f"{stem}{name}." for name in ("raw", *ones, "two")}
-    published: dict[str, object] = {}
+    prefixes = {name: f"{stem}{name}." for name in ("raw", *(f"one{i}" for i in range(args.repeat)), "two")}
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmpdir:
         tmp = Path(tmpdir)
-        broker = None if args.bootstrap else Broker(tmp / "broker")
+        broker = None if args.bootstrap else KafkaDev(tmp / "broker")
         try:
             if broker is not None:
                 print("starting a broker (scripts/kafka-dev) ...", file=sys.stderr)
-            bootstrap = args.bootstrap or broker.start()
-            for name, prefix in prefixes.items():
-                ensure_topics(bootstrap=bootstrap, topics=pipeline_topics(prefix))
-            for name, prefix in prefixes.items():
-                print(f"publishing {folder.name} to {prefix}* ...", file=sys.stderr)
-                published[name] = publish_files([folder / "telemetry.jsonl.gz"], bootstrap=bootstrap,
-                                                topic=prefix + "fabric.telemetry", jobs_topic=prefix + "fabric.jobs")
-            records = published["raw"].records
-            raws, fraws, oneruns = [], [], []
-            for i, name in enumerate(ones):  # interleaved, so a noisy minute hits all three alike
-                print(f"round {i + 1} of {args.repeat}: raw aiokafka consumer, raw faust-streaming consumer, "
-                      "one worker ...", file=sys.stderr)
-                raws.append(measure_raw(bootstrap, prefixes["raw"] + "fabric.telemetry", records=records,
-                                        messages=_messages(published["raw"])))
-                fraws.append(measure_faust(bootstrap, prefixes["raw"], records=records,
-                                           messages=_messages(published["raw"]), topology=folder / "topology.dot",
-                                           tmp=tmp, tag=str(i)))
-                oneruns.append(measure_workers(1, bootstrap=bootstrap, folder=folder, prefix=prefixes[name],
-                                               cause=cause, published=published[name].records, tmp=tmp,
-                                               timeout_s=args.timeout, label=name, profile=i == 0))
-            print("two workers ...", file=sys.stderr)
-            two = measure_workers(2, bootstrap=bootstrap, folder=folder, prefix=prefixes["two"], cause=cause,
-                                  published=published["two"].records, tmp=tmp, timeout_s=args.timeout, label="two")
+            return _rounds(args, args.bootstrap or broker.start(), folder, truth, prefixes, tmp)
         finally:
             if broker is not None:
                 try:
                     broker.stop()
                 except Exception as exc:  # noqa: BLE001
                     print(f"could not stop the broker: {exc}", file=sys.stderr)
-            elif args.bootstrap:
+            else:
                 try:
                     _delete_topics(args.bootstrap, stem)
                 except Exception as exc:  # noqa: BLE001
                     print(f"could not delete topics {stem}*: {exc}", file=sys.stderr)
-    total_s = time.perf_counter() - started
 
-    pub = list(published.values())
-    pub_rate = sum(p.records + p.jobs for p in pub) / sum(p.seconds for p in pub)
-    raw, fraw, one = _median(raws), _median(fraws), _median(oneruns)
-    runs = {"raw": raws, "fraw": fraws, "one": oneruns, "two": [two]}
-    ratio1 = one["rate"] / raw["rate"]
-    ratio1f = one["rate"] / fraw["rate"]
-    onebusy = sorted(oneruns, key=lambda r: r["busy_s"])[len(oneruns) // 2]  # the median by its own clock
-    busy1f = onebusy["busy_rate"] / fraw["rate"]
-    busy_runs = ", ".join(f"{r['busy_s']:.2f} s" for r in oneruns)
-    rows = [
-        ("raw: aiokafka getmany, no processing", raw, "raw"),
-        ("raw: faust-streaming agent, no processing", fraw, "fraw"),
-        ("1 worker (end to end)", one, "one"),
-        ("2 workers (end to end)", two, "two"),
-    ]
-    head = ["| run | records | Kafka messages | seconds of each run | seconds (median) | records/s | "
-            "ratio to aiokafka raw | ratio to faust raw |",
-            "|---|---|---|---|---|---|---|---|"]
-    table = [f"| {label} | {r['records']:,} | {_messages(published['raw']):,} | "
-             f"{', '.join(_secs(x['seconds']) for x in runs[key])} | {_secs(r['seconds'])} | {r['rate']:,.0f} | "
-             f"{r['rate'] / raw['rate']:.2f} | {r['rate'] / fraw['rate']:.2f} |"
-             for label, r, key in rows]
-    verdict = [
-        f"- one worker >= {TARGET_RATE:,} records/s end to end: {one['rate']:,.0f} -> "
-        f"**{'PASS' if one['rate'] >= TARGET_RATE else 'MISS'}**",
-        f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate of faust-streaming, the client library "
-        f"the workers consume with, both timed from their first record: {busy1f:.0%} -> "
-        f"**{'PASS' if busy1f >= TARGET_RATIO else 'MISS'}** (one worker timed from /healthz: {ratio1f:.0%})",
-        f"- one worker >= {TARGET_RATIO:.0%} of the raw consume rate of aiokafka, the Kafka client under faust: "
-        f"{ratio1:.0%} -> **{'PASS' if ratio1 >= TARGET_RATIO else 'MISS'}**",
-    ]
-    details = [
-        f"- publish (`publish_files` with its defaults, kafka-python, acks=all): {pub_rate:,.0f} records/s "
-        f"({', '.join(f'{p.seconds:.1f} s' for p in pub)} for the {len(pub)} prefixes)",
-        f"- raw consume: aiokafka {raw['bytes'] / raw['seconds'] / 2**20:,.1f} MiB/s of values, "
-        f"faust-streaming {fraw['bytes'] / fraw['seconds'] / 2**20:,.1f} MiB/s",
-        f"- max `fabric_rca_processing_delay_seconds` (sampled every {SAMPLE_EVERY_S} s): "
-        f"1 worker {one['max_delay_s']:.1f} s, 2 workers {two['max_delay_s']:.1f} s",
-        f"- detection delay in event time (detected_at - opened_at of the stored incident): "
-        f"1 worker {one['detection_delay_s']:.1f} s, 2 workers {two['detection_delay_s']:.1f} s; "
-        f"top root cause {one['top_cause']} {one['top_entity']} (truth: {cause} {truth['faults'][0]['entity']['id']})",
-        f"- one worker from its first record to its last (`fabric_rca_first_read_timestamp_seconds` to "
-        f"`fabric_rca_last_read_timestamp_seconds`, its own clock): "
-        f"{busy_runs}; median {onebusy['busy_s']:.2f} s, "
-        f"{onebusy['busy_rate']:,.0f} records/s",
-        f"- records already counted when the clock started: 1 worker {one['counted_at_start']:,}, "
-        f"2 workers {two['counted_at_start']:,} (2 workers: consumption starts while the group settles)",
-        f"- rejected by the workers (by reason; then dead-lettered messages, duplicates): "
-        f"1 worker {_counts(one['rejects'])}; 2 workers {_counts(two['rejects'])}",
-        f"- 2 workers' stages: {' / '.join(', '.join(x.replace(prefixes['two'], '') for x in s) for s in two['stages'])}",
-    ]
-    print("\n".join(head + table))
-    print()
-    print("\n".join(verdict + details).replace("**", ""))
-    print(f"\nwhole run: {total_s:.0f} s", file=sys.stderr)
 
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    section = "\n".join([
-        "## Kafka throughput (`bench/kafka_throughput.py`)",
-        "",
-        f"Run {stamp} on {platform.machine()} ({os.cpu_count()} cores), Python {platform.python_version()}, "
-        f"{'a single-node Kafka broker started by the bench (scripts/kafka-dev)' if broker else 'the broker at ' + args.bootstrap}. "
-        f"Scenario {folder.name}: pfc_storm on {FABRIC['spines']} spines, {FABRIC['leaves']} leaves x "
-        f"{FABRIC['hosts_per_leaf']} hosts, {FABRIC['storage_hosts']} storage hosts ({truth['duration_s']:.0f} s of "
-        f"event time, {records:,} telemetry records), published with `publish_files` to {len(prefixes)} fresh topic prefixes "
-        f"(4 telemetry partitions each; the fabric is half of the replay benchmark's, see FABRIC in the script). "
-        f"The raw consumers and one worker run {args.repeat} times, interleaved, and the run of median duration is "
-        f"reported (the durations of all runs are in the table). The broker, the publisher and the workers share this "
-        f"{os.cpu_count()}-core machine, so the figures are lower than on separate hosts; ratios within one run are "
-        f"the meaningful part. Worker runs are timed from /healthz (2 workers: +{SETTLE_S:.0f} s for the group to "
-        f"settle) until `fabric_rca_records_total` reaches the records published and the incident is in the store. "
-        f"Two raw rates: aiokafka's getmany (the Kafka client faust is built on, its floor) and a faust-streaming "
-        f"agent that only counts messages, in the workers' own app (`streams.app.new_app`), timed from its first "
-        f"message to its last. For the ratio to it, one worker is timed the same way, by its own clock: from the first "
-        f"telemetry message it took to the last it finished (`fabric_rca_first_read_timestamp_seconds` and "
-        f"`fabric_rca_last_read_timestamp_seconds`; the table's seconds run from /healthz and include joining the group). "
-        f"The workers consume with faust-streaming, so the issue's \"same client library\" is read as faust-streaming; "
-        f"the ratio to aiokafka is given too. "
-        f"Target: one worker >= {TARGET_RATE:,} records/s end to end and >= {TARGET_RATIO:.0%} of the raw consume rate.",
-        "",
-        *head, *table,
-        "",
-        *verdict,
-        *details,
-        "",
-    ])
-    write_section(args.out, "## Kafka throughput", section)
-    print(f"wrote {args.out}", file=sys.stderr)
+def main() -> None:
+    args = _parser().parse_args()
+    if args.child_faust or args.child_raw:
+        _child(args)
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    started = time.perf_counter()
+    measured = _measure(args)
+    print(f"\nwhole run: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    report(measured, args.out)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -37,6 +36,7 @@ from rules.loader import load_rules
 from streams.app import build_app
 from streams.publish import messages_of_line
 from streams.settings import WorkerSettings
+from testkit.ports import free_port as _free_port
 
 SOURCE = "fabric.telemetry:0"  # the detect stage that owns partition 0 of the telemetry topic
 
@@ -45,12 +45,6 @@ class Sent(NamedTuple):
     key: bytes | None
     value: bytes
     headers: dict[str, bytes]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,11 @@ import pytest
 
 from evaluation.scenarios import replay_scenario
 from engine.replay import open_lines
+from testkit.store import incident_causes as _summary
 
 pytestmark = pytest.mark.slow
 
 FUTURE = 1_900_000_000  # 2030-03-17: a clock that jumped years ahead
-
-
-def _summary(incidents: list[dict]) -> list[tuple]:
-    return sorted((i["id"], tuple((r["cause"], r["entity"]["id"]) for r in i["root_causes"])) for i in incidents)
 
 
 def _variant(folder, out, edit):

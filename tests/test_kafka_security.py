@@ -6,8 +6,6 @@ SASL_SSL with the credentials the script wrote.
 pytest -m kafka tests/test_kafka_security.py   (needs Java 17, openssl and the broker jars)
 """
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,13 +14,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlmodel import Session
 
-from api.store.db import make_engine
-from api.store.repository import list_incidents
 from evaluation.scenarios import replay_scenario
 from streams import security
 from streams.topics import KafkaUnavailable, ensure_topics, pipeline_topics
+from testkit.ports import free_ports as _free_ports
+from testkit.store import incident_causes as _causes
+from testkit.store import stored_incidents as _stored
+from testkit.workers import WorkerProcess, worker_args
 
 pytestmark = [
     pytest.mark.kafka,
@@ -32,17 +31,6 @@ pytestmark = [
 
 REPO = Path(__file__).resolve().parents[1]
 KAFKA_DEV = REPO / "scripts" / "kafka-dev"
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _read_env_file(path: Path) -> dict[str, str]:
@@ -107,21 +95,6 @@ def test_a_wrong_password_is_refused(broker):
     assert good.password not in str(err.value)
 
 
-def _stored(db: Path) -> list[dict]:
-    engine = make_engine(f"sqlite:///{db}")
-    try:
-        with Session(engine) as session:
-            return list_incidents(session, limit=None)
-    except Exception:  # the worker creates the schema; not there yet
-        return []
-    finally:
-        engine.dispose()
-
-
-def _causes(incidents: list[dict]) -> list[tuple]:
-    return sorted((i["id"], tuple((r["cause"], r["entity"]["id"]) for r in i["root_causes"])) for i in incidents)
-
-
 def test_replay_and_worker_diagnose_over_sasl_ssl(broker, scenario_dir, tmp_path):
     bootstrap, client, _ = broker
     folder = scenario_dir("pfc_storm")
@@ -147,18 +120,14 @@ def test_replay_and_worker_diagnose_over_sasl_ssl(broker, scenario_dir, tmp_path
     port = _free_ports(1)[0]
     db = tmp_path / "worker.db"
     log_path = tmp_path / "worker.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "worker", "--bootstrap", bootstrap, "--db", str(db),
-             "--topology", str(folder / "topology.dot"), "--jobs", str(folder / "jobs.jsonl"),
-             "--topic-prefix", prefix, "--metrics-port", str(port), "--data-dir", str(tmp_path / "w"),
-             "--loglevel", "INFO",
-             "--kafka-security-protocol", "SASL_SSL", "--kafka-sasl-mechanism", "SCRAM-SHA-512",
-             "--kafka-username", client["FABRIC_RCA_KAFKA_USERNAME"],
-             "--kafka-password-file", client["FABRIC_RCA_KAFKA_PASSWORD_FILE"],
-             "--kafka-ca-file", client["FABRIC_RCA_KAFKA_CA_FILE"]],
-            env=worker_env | {"PYTHONPATH": str(REPO)}, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+    args = worker_args(bootstrap=bootstrap, db=db, folder=folder, prefix=prefix, port=port, data_dir=tmp_path / "w") + [
+        "--loglevel", "INFO",
+        "--kafka-security-protocol", "SASL_SSL", "--kafka-sasl-mechanism", "SCRAM-SHA-512",
+        "--kafka-username", client["FABRIC_RCA_KAFKA_USERNAME"],
+        "--kafka-password-file", client["FABRIC_RCA_KAFKA_PASSWORD_FILE"],
+        "--kafka-ca-file", client["FABRIC_RCA_KAFKA_CA_FILE"]]
+    worker = WorkerProcess("worker", args, port=port, log_path=log_path, env=worker_env | {"PYTHONPATH": str(REPO)})
+    proc = worker.proc
     try:
         deadline = time.monotonic() + 75
         got: list[dict] = []
@@ -169,9 +138,5 @@ def test_replay_and_worker_diagnose_over_sasl_ssl(broker, scenario_dir, tmp_path
         assert _causes(got) == _causes(expected), f"incidents {_causes(got)}:\n{log_path.read_text()[-3000:]}"
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        worker.stop()
     assert sec.password not in log_path.read_text(), "the password must never be logged"

@@ -5,9 +5,6 @@ KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_worker_faults.py
 """
 import gzip
 import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -16,21 +13,19 @@ import httpx
 import orjson
 import pytest
 from kafka import KafkaProducer
-from sqlmodel import Session
 
-from api.store.db import make_engine
-from api.store.repository import list_incidents
 from evaluation.scenarios import replay_scenario
 from engine.replay import open_lines
-from test_kafka_workers import Fleet, _free_port, _metrics, _summary
+from testkit.metrics import scrape as _metrics
+from testkit.services import PgDev
+from testkit.store import incident_summary as _summary
+from testkit.workers import Fleet
 
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.slow,
     pytest.mark.filterwarnings(r"ignore:.*is deprecated\. Use files\(\) instead:DeprecationWarning"),
 ]
-
-SCRIPTS = os.path.join(os.path.dirname(__file__), "..", "scripts")
 
 
 def _statuses(incidents: list[dict]) -> list[tuple]:
@@ -173,53 +168,13 @@ def test_a_refused_checkpoint_is_never_used_and_the_stage_rebuilt_from_input(tmp
 
 # ------------------------------------------------------------------ a store outage
 
-class OwnPostgres:
-    """A PostgreSQL server of this test's own (scripts/pg-dev on a free port), to stop."""
-
-    def __init__(self):
-        # under /tmp: as root, the server runs as `postgres`, which cannot enter pytest's 0700 dirs
-        self.dir = tempfile.mkdtemp(prefix="fabric-rca-pg-")
-        os.chmod(self.dir, 0o755)
-        self.env = dict(os.environ, PG_PORT=str(_free_port()), PG_STATE_DIR=os.path.join(self.dir, "pg"))
-        self.url = self._run("start")
-
-    def _run(self, verb: str) -> str:
-        out = subprocess.run([os.path.join(SCRIPTS, "pg-dev"), verb], env=self.env, capture_output=True,
-                             text=True, timeout=180)
-        assert out.returncode == 0, out.stdout + out.stderr
-        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-
-    def stop(self) -> None:
-        self._run("stop")
-
-    def start(self) -> None:
-        self._run("start")
-
-    def remove(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-class PgFleet(Fleet):
-    def stored(self) -> list[dict]:
-        engine = make_engine(self.db)
-        try:
-            with Session(engine) as session:
-                return list_incidents(session, limit=None)
-        except Exception:  # the server is down, or the schema not there yet
-            return []
-        finally:
-            engine.dispose()
-
-
 def test_a_store_outage_mid_stream_loses_no_incident_change(tmp_path, scenario_dir, kafka_bootstrap):
     if not os.path.isdir("/usr/lib/postgresql") and not os.environ.get("PG_BIN"):
         pytest.skip("no PostgreSQL server binaries (scripts/pg-dev installs them as root)")
     folder = scenario_dir("pfc_storm")
     _, expected, _ = replay_scenario(folder)
-    pg = OwnPostgres()
-    fleet = PgFleet(tmp_path, folder, kafka_bootstrap)
-    fleet.db = pg.url
+    pg = PgDev()
+    fleet = Fleet(tmp_path, folder, kafka_bootstrap, db=pg.start())
     try:
         base = fleet.start("w1")
         published = []

@@ -5,125 +5,25 @@ sharing the partitions.
 
 KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_workers.py
 """
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-import uuid
 
 import httpx
 import pytest
-from sqlmodel import Session
 
-from api.store.db import make_engine
-from api.store.repository import list_incidents
 from evaluation.scenarios import replay_scenario
-from streams.publish import publish_files
-from streams.topics import ensure_topics, pipeline_topics
+from streams.publish import key_partition
+from testkit.metrics import scrape as _metrics
+from testkit.ports import free_port as _free_port  # noqa: F401 - modules written against this one import it
+from testkit.services import KafkaDev
+from testkit.store import incident_summary as _summary
+from testkit.workers import Fleet
 
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.slow,
     pytest.mark.filterwarnings(r"ignore:.*is deprecated\. Use files\(\) instead:DeprecationWarning"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _summary(incidents: list[dict]) -> list[tuple]:
-    return sorted(
-        (i["id"], tuple((r["rank"], r["cause"], r["entity"]["id"]) for r in i["root_causes"]),
-         tuple(sorted(j["job_id"] for j in i["affected_jobs"])))
-        for i in incidents
-    )
-
-
-class Fleet:
-    """Workers of one deployment (one topic prefix, one store) as real processes."""
-
-    def __init__(self, tmp_path, folder, bootstrap: str):
-        self.bootstrap = bootstrap
-        self.tmp, self.folder = tmp_path, folder
-        self.prefix = f"t{uuid.uuid4().hex[:8]}."
-        ensure_topics(bootstrap=self.bootstrap, topics=pipeline_topics(self.prefix))
-        self.db = tmp_path / "worker.db"
-        self.procs: list[tuple[subprocess.Popen, str, object]] = []
-
-    def start(self, name: str, *extra: str) -> str:
-        port = _free_port()
-        log = open(self.tmp / f"{name}.log", "w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "worker", "--bootstrap", self.bootstrap, "--db", str(self.db),
-             "--topology", str(self.folder / "topology.dot"), "--jobs", str(self.folder / "jobs.jsonl"),
-             "--topic-prefix", self.prefix, "--metrics-port", str(port), "--data-dir", str(self.tmp / name),
-             *extra],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        base = f"http://127.0.0.1:{port}"
-        self.procs.append((proc, name, log))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, self.logs()
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    return base
-            except httpx.TransportError:
-                time.sleep(0.3)
-        pytest.fail(f"worker {name} did not answer /healthz within 60 s:\n{self.logs()}")
-
-    def alive(self, name: str) -> bool:
-        return any(n == name and proc.poll() is None for proc, n, _ in self.procs)
-
-    def kill(self, name: str) -> None:
-        for proc, n, _ in self.procs:
-            if n == name:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-
-    def publish(self, files=None, **kw):
-        return publish_files(files or [self.folder / "telemetry.jsonl.gz"], bootstrap=self.bootstrap,
-                             topic=self.prefix + "fabric.telemetry", jobs_topic=self.prefix + "fabric.jobs", **kw)
-
-    def stored(self) -> list[dict]:
-        engine = make_engine(f"sqlite:///{self.db}")
-        try:
-            with Session(engine) as session:
-                return list_incidents(session, limit=None)
-        except Exception:  # the worker creates the schema; not there yet
-            return []
-        finally:
-            engine.dispose()
-
-    def wait_for(self, expected: list[dict], timeout: float = 120) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        got: list[dict] = []
-        while time.monotonic() < deadline:
-            got = self.stored()
-            if _summary(got) == _summary(expected):
-                return got
-            time.sleep(1)
-        return got
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text()[-2500:]}" for p in sorted(self.tmp.glob("*.log")))
-
-    def stop(self) -> None:
-        for proc, _, log in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc, _, log in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
 
 
 @pytest.fixture
@@ -138,12 +38,6 @@ def expected(scenario_dir):
     _, incidents, _ = replay_scenario(scenario_dir("pfc_storm"))
     assert incidents, "the scenario must produce an incident for these tests to mean anything"
     return incidents
-
-
-def _metrics(base: str) -> dict[str, float]:
-    text = httpx.get(base + "/metrics").text
-    return {name: float(v) for name, v in (line.rsplit(" ", 1) for line in text.splitlines()
-                                           if line and not line.startswith("#"))}
 
 
 def test_workers_give_the_same_incidents_as_replay(fleet, expected):
@@ -226,8 +120,6 @@ def _split_by_partition(fleet, n: int):
     import gzip
 
     import orjson
-    from kafka.partitioner.default import murmur2
-
     from engine.replay import open_lines
 
     early, late = fleet.tmp / "early.jsonl.gz", fleet.tmp / "late.jsonl.gz"
@@ -235,7 +127,7 @@ def _split_by_partition(fleet, n: int):
         for line in open_lines(fleet.folder / "telemetry.jsonl.gz"):
             doc = orjson.loads(line)
             host = (doc["metrics"][0] if "metrics" in doc else doc)["tags"]["host"]
-            ((murmur2(host.encode()) & 0x7FFFFFFF) % n < n // 2 and e or lt).write(line.rstrip(b"\n") + b"\n")
+            (key_partition(host.encode(), range(n)) < n // 2 and e or lt).write(line.rstrip(b"\n") + b"\n")
     return early, late
 
 
@@ -304,27 +196,6 @@ def test_unreadable_records_are_dead_lettered_with_their_bytes(fleet):
     assert all(h["detail"] for h in seen.values())
 
 
-class OwnBroker:
-    """A broker of this test's own (scripts/kafka-dev on free ports), to stop and restart."""
-
-    def __init__(self, tmp_path):
-        self.env = dict(os.environ, KAFKA_PORT=str(_free_port()), KAFKA_CONTROLLER_PORT=str(_free_port()),
-                        KAFKA_STATE_DIR=str(tmp_path / "broker"))
-        self.script = os.path.join(os.path.dirname(__file__), "..", "scripts", "kafka-dev")
-        self.address = self._run("start")
-
-    def _run(self, verb: str) -> str:
-        out = subprocess.run([self.script, verb], env=self.env, capture_output=True, text=True, timeout=180)
-        assert out.returncode == 0, out.stdout + out.stderr
-        return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
-
-    def stop(self) -> None:
-        self._run("stop")
-
-    def start(self) -> None:
-        self._run("start")
-
-
 def test_workers_survive_a_broker_restart_mid_stream(tmp_path, scenario_dir, expected, kafka_bootstrap):
     """Needs the shared broker too (CI's rule), but stops and restarts one of its own."""
     import gzip
@@ -337,8 +208,8 @@ def test_workers_survive_a_broker_restart_mid_stream(tmp_path, scenario_dir, exp
     for path, part in zip(halves, (lines[: len(lines) // 2], lines[len(lines) // 2:])):
         with gzip.open(path, "wb") as fh:
             fh.writelines(part)
-    broker = OwnBroker(tmp_path)
-    fleet = Fleet(tmp_path, folder, bootstrap=broker.address)
+    broker = KafkaDev(tmp_path / "broker", timeout=180)
+    fleet = Fleet(tmp_path, folder, bootstrap=broker.start())
     try:
         fleet.start("w")
         fleet.publish([halves[0]])

@@ -1,13 +1,5 @@
 from streams.metrics import WorkerMetrics, render
-
-
-def _samples(text: str) -> dict[str, float]:
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
+from testkit.metrics import samples as _samples
 
 
 def test_render_is_valid_exposition_with_labels():

@@ -6,21 +6,16 @@ import glob
 import os
 import re
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from testkit.ports import free_port as _free_port
+
 REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pg_dev(clone: Path, cmd: str, port: int) -> subprocess.CompletedProcess:

@@ -4,7 +4,6 @@ fails, or is overtaken by the other event (flow suspended for a rebalance)."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import warnings
 
 import pytest
@@ -13,12 +12,7 @@ from compose import EngineSettings
 from streams.app import build_app
 from streams.settings import WorkerSettings
 from streams.transport import FETCH_MAX_WAIT_MS, Consumer, Transport
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from testkit.ports import free_port as _free_port
 
 
 @pytest.fixture(scope="module")
