@@ -58,10 +58,10 @@ def parse(line: str) -> dict:
         rest = line[len(head) + 1:] if len(head) < len(line) else ""
         parts = _split(rest, " ", quotes=True) if rest else []
         simple = False
-    if not parts or not parts[0]:
-        raise LineError("lp_no_fields", f"no field set after {head[:80]!r}")
     if len(parts) > 2 or (len(parts) == 2 and not parts[1]):
         raise LineError("lp_syntax", "more than one space between sections, or text after the timestamp")
+    if not parts or not parts[0]:
+        raise LineError("lp_no_fields", f"no field set after {head[:80]!r}")
     name, tags = _head(head, simple)
     doc: dict = {"name": name, "tags": tags, "fields": _fields(parts[0], simple)}
     if len(parts) == 2:

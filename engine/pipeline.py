@@ -20,6 +20,7 @@ from engine.detect import Detector
 from engine.events import JOB, SYMPTOM, TICK, StageEvent, event_from_wire, event_to_wire
 from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
+from engine.mapping import MappingSet, default_mappings
 from engine.normalize import parse_line
 from engine.order import Reorderer
 from engine.ports import AnomalyScorer
@@ -46,6 +47,7 @@ class Stats:
     lines: int = 0
     rejects: Counter = field(default_factory=Counter)
     ignored_measurements: Counter = field(default_factory=Counter)
+    mapped: Counter = field(default_factory=Counter)  # records converted, per mapping (engine/mapping.py)
     ignored_fields: int = 0
     duplicates: int = 0
     merged: int = 0  # halves of one sample (same series and time, other fields) merged
@@ -73,6 +75,7 @@ class Stats:
             "clock_suspect_devices": {h: {"future_timestamps": n, "ahead_s": ahead}
                                       for h, (n, ahead) in sorted(self.clock_suspects.items())},
             "ignored_measurements": dict(sorted(self.ignored_measurements.items())),
+            "mapped": dict(sorted(self.mapped.items())),
             "ignored_fields": self.ignored_fields,
             "counter_resets": self.counter_resets,
             "non_numeric_fields": self.non_numeric_fields,
@@ -86,7 +89,8 @@ class Stats:
                           self.ignored_fields, self.duplicates, self.counter_resets, self.symptoms,
                           self.incidents_opened, self.incidents_resolved, self.watermark, self.non_numeric_fields,
                           self.merged, self.conflicting_fields, self.late, self.late_halves,
-                          {h: (int(c), float(a)) for h, (c, a) in self.clock_suspects.items()})
+                          {h: (int(c), float(a)) for h, (c, a) in self.clock_suspects.items()},
+                          dict(self.mapped))
 
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
@@ -112,8 +116,10 @@ class DetectStage:
     """Stage 1. Feed lines; take events and rejects."""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
-                 source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None):
+                 source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None,
+                 mappings: MappingSet | None = None):
         self.config = config
+        self.mappings = default_mappings() if mappings is None else mappings
         self.source = source
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
@@ -163,9 +169,14 @@ class DetectStage:
             if fields is None:
                 if m.name == JOB_MEASUREMENT:
                     self._job(m)
-                else:
+                    continue
+                mapped = self.mappings.map(m)  # a real exporter's record (contract ones never get here)
+                if mapped is None:
                     stats.ignored_measurements[m.name] += 1
-                continue
+                    continue
+                m = mapped[0]
+                stats.mapped[mapped[1]] += 1
+                fields = known[m.name]
             # Unknown fields are counted; a series keeps its field set, so the set
             # difference is worked out again only when the number of fields changes.
             n = len(m.fields)
