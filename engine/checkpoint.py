@@ -59,7 +59,6 @@ class StatsState(msgspec.Struct, frozen=True):
     late: int = 0
     late_halves: int = 0
     clock_suspects: dict[str, tuple[int, float]] = {}
-    mapped: dict[str, int] = {}
 
 
 class DetectCheckpoint(msgspec.Struct, frozen=True):

@@ -89,12 +89,14 @@ class Stats:
                           self.ignored_fields, self.duplicates, self.counter_resets, self.symptoms,
                           self.incidents_opened, self.incidents_resolved, self.watermark, self.non_numeric_fields,
                           self.merged, self.conflicting_fields, self.late, self.late_halves,
-                          {h: (int(c), float(a)) for h, (c, a) in self.clock_suspects.items()},
-                          dict(self.mapped))
+                          {h: (int(c), float(a)) for h, (c, a) in self.clock_suspects.items()})
 
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
         for f in dataclasses.fields(self):
+            if f.name == "mapped":  # (not in the checkpoint format: counted again from the restore)
+                self.mapped = Counter()
+                continue
             value = getattr(state, f.name)
             if f.name == "clock_suspects":
                 value = {h: [c, a] for h, (c, a) in value.items()}
