@@ -58,7 +58,8 @@ def _elements(path: str) -> list[str]:
     if not isinstance(path, str):
         return []
     path = _KEYS.sub("", path)
-    return [e.rpartition(":")[2] for e in path.split("/") if e]
+    elements = (e.rpartition(":")[2] for e in path.split("/"))  # (`module:` prefixes dropped)
+    return [e for e in elements if e]
 
 
 def _common_parent(paths: list[list[str]]) -> list[str]:
