@@ -211,3 +211,39 @@ def test_detect_stage_counts_mapped_records_and_leaves_contract_ones_alone():
     assert summary["mapped"] == {"gnmi_openconfig_interfaces": 12}
     assert summary["ignored_measurements"] == {"bogus": 12} and summary["rejected"] == 0
     assert any(s.startswith("switch_port|host=leaf01|interface=swp1") for s in stage.detector.extractor.series)
+
+
+def test_replay_of_line_protocol_with_a_mappings_folder(tmp_path, capsys, monkeypatch):
+    import json
+
+    from cli.main import main
+    monkeypatch.setenv(mapping.ENV, "")  # (restored after: main sets it for its process)
+    (tmp_path / "maps").mkdir()
+    (tmp_path / "maps" / "ib.yaml").write_text(
+        "mappings:\n- name: site_ib\n  match: {measurement: infiniband}\n  to: nic_port\n"
+        "  tags:\n    host: [host]\n    interface: {from: [device], aliases: {mlx5_0: eth0}, keep: true}\n")
+    base = 1764400000
+    lines = []
+    for i in range(20):
+        ts = (base + i) * 10**9
+        lines.append(f"infiniband,device=mlx5_0,host=gpu001,port=1 np_cnp_sent={i}i {ts}")
+        lines.append(f"ethtool,driver=mlx5_core,host=gpu001,interface=eth1 rx_bytes={i * 10}i,link=1i {ts}")
+        lines.append(f"ethtool,driver=igb,host=gpu001,interface=mgmt0 rx_bytes={i}i {ts}")
+    tel = tmp_path / "t.lp"
+    tel.write_text("\n".join(lines) + "\n")
+    code = main(["replay", str(tel), "--topology", str(Path(__file__).parent / "data" / "air.dot"),
+                 "--db", str(tmp_path / "x.db"), "--rejects", str(tmp_path / "r.jsonl"), "--json", "--quiet",
+                 "--mappings", str(tmp_path / "maps")])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["rejected"] == 0
+    assert summary["mapped"] == {"site_ib": 20, "telegraf_ethtool_mlx5": 20}
+    assert summary["ignored_measurements"] == {"ethtool": 20}
+
+
+def test_mappings_check_command(tmp_path, capsys):
+    from cli.main import main
+    assert main(["mappings", "check"]) == 0 and "ok: " in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mappings: [{name: x, match: {measurement: m}, to: storage, tags: {host: [h]}, fields: {a: b}}]")
+    assert main(["mappings", "check", str(bad)]) == 2
+    assert "'b' is not a field of storage" in capsys.readouterr().err
