@@ -11,6 +11,7 @@ A mapping file (YAML) holds `mappings:`, a list of
       host: {from: [source, host], strip_port: true}  # keep: true keeps the source tags
       interface: [name]                    # (short form of {from: [...]})
       # {from: [device], aliases: {mlx5_0: eth2}}: a value's alias where one is given
+      # {from: [path], pattern: "/COUNTERS/([^/]+)$"}: the regex's first group
     set_tags: {kind: disk}                 # constant tags
     drop_tags: [path]
     fields:                                # source field -> target (a name, or a spec)
@@ -46,7 +47,7 @@ CONVERSIONS = {"seconds_to_ms": 1000, "ms_to_seconds": 0.001, "us_to_ms": 0.001,
                "bits_to_bytes": 0.125, "words_to_bytes": 4, "bps_to_mbps": 1e-6, "kbps_to_mbps": 0.001}
 MAPPING_KEYS = {"name", "description", "match", "to", "tags", "set_tags", "drop_tags", "fields", "strings_to_numbers"}
 FIELD_KEYS = {"to", "scale", "convert", "values", "number"}
-TAG_KEYS = {"from", "strip_port", "aliases", "keep"}
+TAG_KEYS = {"from", "strip_port", "aliases", "keep", "pattern"}
 _ENTITY_TAG = re.compile(r"\{([a-z_]+)\}")
 _MEMO = 100_000
 
@@ -64,6 +65,7 @@ class TagRule:
     strip_port: bool = False
     aliases: dict = field(default_factory=dict)
     keep: bool = False  # keep the source tags (infiniband's `device` is a contract tag too)
+    pattern: re.Pattern | None = None  # its first group is the value (sonic's `/COUNTERS/(Ethernet9)`)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,11 @@ class Mapping:
                 for s in rule.sources:
                     out.pop(s, None)
             value = strip_port(value) if rule.strip_port else value
+            if rule.pattern is not None:
+                found = rule.pattern.search(value)
+                if found is None:
+                    return None
+                value = found.group(1)
             out[rule.target] = rule.aliases.get(value, value)
         for k in self.drop_tags:
             out.pop(k, None)
@@ -294,8 +301,16 @@ def _tag_rules(err, spec: object) -> tuple[TagRule, ...]:
             if not isinstance(rule.get(flag, False), bool):
                 raise err(f"{key}.{flag}", "true or false")
         aliases = _str_dict(err, key + ".aliases", rule.get("aliases") or {})
+        pattern = rule.get("pattern")
+        if pattern is not None:
+            try:
+                pattern = re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise err(key + ".pattern", f"not a regular expression: {exc}") from None
+            if pattern.groups < 1:
+                raise err(key + ".pattern", "needs a group ( ) around the value")
         rules.append(TagRule(str(target), tuple(sources), rule.get("strip_port", False), aliases,
-                             rule.get("keep", False)))
+                             rule.get("keep", False), pattern))
     return tuple(rules)
 
 

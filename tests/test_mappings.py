@@ -247,3 +247,26 @@ def test_mappings_check_command(tmp_path, capsys):
     bad.write_text("mappings: [{name: x, match: {measurement: m}, to: storage, tags: {host: [h]}, fields: {a: b}}]")
     assert main(["mappings", "check", str(bad)]) == 2
     assert "'b' is not a field of storage" in capsys.readouterr().err
+
+
+@needs_samples
+def test_sonic_counters_db_ports_through_gnmic():
+    import json
+    db = json.loads((SAMPLES / "sonic/counters_db_excerpt.json").read_text())
+    counters = db["COUNTERS:" + db["COUNTERS_PORT_NAME_MAP"]["Ethernet0"]]  # the real hash of Ethernet0
+    event = {"name": "sonic", "timestamp": 1516668828794942666, "tags": {"source": "leaf01:8080"},
+             "values": {f"/COUNTERS/Ethernet0/{k}": v for k, v in counters.items()}}
+    [m], rejects = parse_line(json.dumps([event]))
+    assert rejects == [] and m.tags["path"] == "/COUNTERS/Ethernet0"
+    out, name = SHIPPED.map(m)
+    assert name == "sonic_counters_db_ports" and out.tags == {"host": "leaf01", "interface": "Ethernet0"}
+    assert out.fields["if_in_octets"] == 800 and out.fields["if_in_errors"] == 10
+    assert out.fields["pfc_0_rx_pkts"] == 1200 and isinstance(out.fields["if_out_octets"], int)
+
+
+def test_a_tag_pattern_without_a_group_is_refused(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("mappings:\n- name: p\n  match: {measurement: m}\n  to: switch_port\n"
+                 "  tags: {host: [h], interface: {from: [path], pattern: 'x'}}\n")
+    with pytest.raises(MappingError, match="interface.pattern: needs a group"):
+        load_file(f)
