@@ -140,6 +140,11 @@ class DetectStage:
         nothing rejected, nothing released for detection): no calls besides the parse
         and the push, no properties, and a plain False."""
         metrics, rejects = parse_line(line)
+        known = self._known_fields
+        for m in metrics:  # (a set lookup per record: all a contract record pays for mappings)
+            if m.name not in known:
+                metrics = self._map(metrics)
+                break
         stats = self.stats
         stats.lines += 1
         stats.records += len(metrics) + len(rejects)
@@ -171,14 +176,9 @@ class DetectStage:
             if fields is None:
                 if m.name == JOB_MEASUREMENT:
                     self._job(m)
-                    continue
-                mapped = self.mappings.map(m)  # a real exporter's record (contract ones never get here)
-                if mapped is None:
+                else:
                     stats.ignored_measurements[m.name] += 1
-                    continue
-                m = mapped[0]
-                stats.mapped[mapped[1]] += 1
-                fields = known[m.name]
+                continue
             # Unknown fields are counted; a series keeps its field set, so the set
             # difference is worked out again only when the number of fields changes.
             n = len(m.fields)
@@ -188,6 +188,22 @@ class DetectStage:
             ignored += seen[1]
             process(m)
         stats.ignored_fields += ignored
+
+    def _map(self, metrics: list[Metric]) -> list[Metric]:
+        """Records of measurements the contract does not know, converted by the mapping
+        that takes them (engine/mapping.py) before they are ordered: the halves of one
+        contract sample (SNMP's two tables, Prometheus' one metric per measurement) then
+        merge on the contract's series. Others pass as they are (counted as ignored later)."""
+        known, mapped, take = self._known_fields, self.stats.mapped, self.mappings.map
+        out = []
+        for m in metrics:
+            if m.name not in known and m.name != JOB_MEASUREMENT:
+                result = take(m)
+                if result is not None:
+                    m = result[0]
+                    mapped[result[1]] += 1
+            out.append(m)
+        return out
 
     def _job(self, m: Metric) -> None:
         tick = self._next_tick if self._next_tick is not None else m.ts

@@ -270,3 +270,18 @@ def test_a_tag_pattern_without_a_group_is_refused(tmp_path):
                  "  tags: {host: [h], interface: {from: [path], pattern: 'x'}}\n")
     with pytest.raises(MappingError, match="interface.pattern: needs a group"):
         load_file(f)
+
+
+def test_two_tables_of_one_interface_merge_as_halves_after_mapping():
+    from engine.pipeline import DetectStage
+    from rules.loader import load_rules
+    stage = DetectStage(rules=load_rules(None), roles={})
+    base = 1764400000
+    for i in range(10):
+        ts = (base + i) * 10**9
+        stage.feed(f"interface,agent_host=10.0.0.1,ifName=swp1 ifInErrors={i}i,ifOperStatus=1i {ts}".encode())
+        stage.feed(f"ifXTable,agent_host=10.0.0.1,ifName=swp1 ifHCInOctets={i * 100}i {ts}".encode())
+    stage.finish()
+    assert stage.stats.mapped == {"snmp_if_mib": 20} and stage.stats.merged == 10
+    assert [s for s in stage.detector.extractor.series if s.startswith("switch_port")] == \
+        ["switch_port|host=10.0.0.1|interface=swp1"]
