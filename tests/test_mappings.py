@@ -279,7 +279,7 @@ def test_two_tables_of_one_interface_merge_as_halves_after_mapping():
     base = 1764400000
     for i in range(10):
         ts = (base + i) * 10**9
-        stage.feed(f"interface,agent_host=10.0.0.1,ifName=swp1 ifInErrors={i}i,ifOperStatus=1i {ts}".encode())
+        stage.feed(f"interface,agent_host=10.0.0.1,ifIndex=3,ifName=swp1 ifInErrors={i}i,ifOperStatus=1i {ts}".encode())
         stage.feed(f"ifXTable,agent_host=10.0.0.1,ifName=swp1 ifHCInOctets={i * 100}i {ts}".encode())
     stage.finish()
     assert stage.stats.mapped == {"snmp_if_mib": 20} and stage.stats.merged == 10
