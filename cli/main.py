@@ -1,4 +1,4 @@
-"""`fabric-rca`: replay, incidents, serve, simulate, evaluate, train, rules check, worker, demo."""
+"""`fabric-rca`: replay, incidents, serve, simulate, evaluate, train, rules check, mappings check, worker, demo."""
 from __future__ import annotations
 
 import argparse
@@ -25,6 +25,8 @@ def _db(args) -> str:
 def cmd_replay(args) -> int:
     if args.to_kafka:
         return _replay_to_kafka(args)
+    if args.mappings:
+        _use_mappings(args.mappings)
     from api.store.db import redacted_url
     from api.store.sink import StoreSink
     from cli.progress import Progress
@@ -56,6 +58,8 @@ def cmd_replay(args) -> int:
         print(f"  rejected: {summary['rejected']}" + (f" {summary['rejects']} -> {args.rejects}" if summary["rejected"] else ""))
         print(f"  duplicates dropped: {summary['duplicates']}, counter resets: {summary['counter_resets']}, "
               f"ignored measurements: {summary['ignored_measurements'] or 0}, ignored fields: {summary['ignored_fields']}")
+        if summary["mapped"]:
+            print(f"  mapped from real exporters: {summary['mapped']}")
         if summary["merged_halves"]:
             print(f"  halves merged: {summary['merged_halves']} ({summary['conflicting_fields']} conflicting fields)")
         for host, c in summary["clock_suspect_devices"].items():
@@ -290,6 +294,25 @@ def cmd_rules_check(args) -> int:
     return 0
 
 
+def _use_mappings(folders: list[Path]) -> None:
+    """Mapping folders for this process (before $FABRIC_RCA_MAPPINGS' and the shipped ones),
+    loaded now so that a bad file stops the command before it reads telemetry."""
+    from engine import mapping
+
+    dirs = [str(d) for d in folders] + [d for d in os.environ.get(mapping.ENV, "").split(os.pathsep) if d]
+    os.environ[mapping.ENV] = os.pathsep.join(dirs)
+    mapping.default_mappings()
+
+
+def cmd_mappings_check(args) -> int:
+    from engine.mapping import load_mappings, shipped_files
+
+    files = args.files or shipped_files()
+    found = load_mappings(files)
+    print(f"ok: {len(found)} mappings in {len(files)} file(s)")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from cli.demo import run_demo
     return run_demo(out=args.out, port=args.port, serve=not args.no_serve, seed=args.seed, cli=main)
@@ -325,6 +348,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
     r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
     r.add_argument("--jobs-topic", default="fabric.jobs", help="jobs topic for --to-kafka")
+    r.add_argument("--mappings", type=Path, action="append", metavar="DIR",
+                   help="folder of mapping files for real exporters' measurements, tried before the shipped "
+                        "ones (repeatable; also $FABRIC_RCA_MAPPINGS)")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     kafka_security_arguments(r)
@@ -383,6 +409,12 @@ def parser() -> argparse.ArgumentParser:
     rc = rsub.add_parser("check", help="validate rule files offline")
     rc.add_argument("files", nargs="*", type=Path)
     rc.set_defaults(fn=cmd_rules_check)
+
+    ma = sub.add_parser("mappings", help="mapping files (real exporters' measurements -> the contract's)")
+    msub = ma.add_subparsers(dest="mappings_command", required=True)
+    mc = msub.add_parser("check", help="validate mapping files offline (default: the shipped ones)")
+    mc.add_argument("files", nargs="*", type=Path)
+    mc.set_defaults(fn=cmd_mappings_check)
 
     w = sub.add_parser("worker", help="run the faust-streaming workers on Kafka")
     w.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap (or FABRIC_RCA_BOOTSTRAP)")

@@ -32,6 +32,7 @@ from engine.bounds import (
     line_size,
     too_deep,
 )
+from engine import gnmic, lineproto
 from engine.jobs import JobError, job_from_placement
 from engine.types import Metric, Reject
 
@@ -204,8 +205,64 @@ def _check_tags(key: tuple[str, bytes]) -> tuple[dict[str, str], str] | None:
     return seen
 
 
+_LP_FIRST = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_#")
+_BLANK = b" \t\r\n"
+
+
 def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
-    """parse_line without the typed fast path: orjson (or json) + parse_metric."""
+    """parse_line without the typed fast path: chooses by the first non-blank byte. `{`
+    (or anything else) is JSON; `[` is JSON too (a gnmic event array, engine/gnmic.py);
+    a name's character on a line holding `=` is Influx line protocol (engine/lineproto.py).
+    Text that is neither stays `bad_json`, as before line protocol was read."""
+    raw = line if line.__class__ is bytes else line.encode("utf-8", "surrogatepass")
+    first = raw.lstrip(_BLANK)[:1]
+    if first and first[0] in _LP_FIRST and (b"=" in raw or first == b"#"):
+        return _parse_lineproto(raw, line)
+    return _parse_json(line)
+
+
+def _parse_lineproto(raw: bytes, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [], [Reject("lp_syntax", detail(f"not UTF-8: {exc}"), _text(line))]
+    metrics: list[Metric] = []
+    rejects: list[Reject] = []
+    results = lineproto.parse_lines(text)
+    for doc in results:
+        if doc.__class__ is lineproto.LineError:
+            rejects.append(Reject(doc.reason, detail(doc.detail), text if len(results) == 1 else _text(line)))
+            continue
+        tags = doc["tags"]
+        if "host" not in tags:  # (gNMI and SNMP inputs name the device in `source` / `agent_host`)
+            device = tags.get("source") or tags.get("agent_host")
+            if device:
+                tags["host"] = gnmic.strip_port(device)
+        result = parse_metric(doc)
+        if result.__class__ is Metric:
+            metrics.append(result)
+        else:
+            rejects.append(Reject(result[0], detail(result[1]), text if len(results) == 1 else _dump(doc)))
+    return metrics, rejects
+
+
+def _parse_gnmic(events: list, raw: bytes | str, check_floats: bool) -> tuple[list[Metric], list[Reject]]:
+    if len(events) > MAX_BATCH:
+        return [], [Reject("batch_too_large", f"{len(events):,} gnmic events (at most {MAX_BATCH:,})", _text(raw))]
+    metrics: list[Metric] = []
+    rejects: list[Reject] = []
+    for event in events:
+        doc = gnmic.event_document(event)
+        result = doc if doc.__class__ is tuple else parse_metric(doc, check_floats=check_floats)
+        if result.__class__ is Metric:
+            metrics.append(result)
+        else:
+            rejects.append(Reject(result[0], detail(result[1]), _text(raw) if len(events) == 1 else _dump(event)))
+    return metrics, rejects
+
+
+def _parse_json(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
+    """orjson (or json) + parse_metric."""
     try:
         doc = _fast_loads(line)
     except ValueError:
@@ -231,6 +288,8 @@ def parse_document(doc: object, raw: bytes | str = "", *, check_floats: bool = T
         if result.__class__ is Metric:
             return [result], []
         return [], [Reject(result[0], detail(result[1]), _text(raw))]
+    if gnmic.is_events(doc):
+        return _parse_gnmic(doc, raw, check_floats)
     if not _is_batch(doc):
         result = parse_metric(doc, check_floats=check_floats)
         return ([result], []) if result.__class__ is Metric else ([], [Reject(result[0], detail(result[1]), _text(raw))])

@@ -20,6 +20,7 @@ from engine.detect import Detector
 from engine.events import JOB, SYMPTOM, TICK, StageEvent, event_from_wire, event_to_wire
 from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
+from engine.mapping import MappingSet, default_mappings
 from engine.normalize import parse_line
 from engine.order import Reorderer
 from engine.ports import AnomalyScorer
@@ -53,6 +54,7 @@ class Stats:
     lines: int = 0
     rejects: Counter = field(default_factory=Counter)
     ignored_measurements: Counter = field(default_factory=Counter)
+    mapped: Counter = field(default_factory=Counter)  # records converted, per mapping (engine/mapping.py)
     ignored_fields: int = 0
     duplicates: int = 0
     merged: int = 0  # halves of one sample (same series and time, other fields) merged
@@ -80,6 +82,7 @@ class Stats:
             "clock_suspect_devices": {h: {"future_timestamps": n, "ahead_s": ahead}
                                       for h, (n, ahead) in sorted(self.clock_suspects.items())},
             "ignored_measurements": dict(sorted(self.ignored_measurements.items())),
+            "mapped": dict(sorted(self.mapped.items())),
             "ignored_fields": self.ignored_fields,
             "counter_resets": self.counter_resets,
             "non_numeric_fields": self.non_numeric_fields,
@@ -98,6 +101,9 @@ class Stats:
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
         for f in dataclasses.fields(self):
+            if f.name == "mapped":  # (not in the checkpoint format: counted again from the restore)
+                self.mapped = Counter()
+                continue
             value = getattr(state, f.name)
             if f.name == "clock_suspects":
                 value = {h: [c, a] for h, (c, a) in value.items()}
@@ -119,8 +125,10 @@ class DetectStage:
     """Stage 1. Feed lines; take events and rejects."""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
-                 source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None):
+                 source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None,
+                 mappings: MappingSet | None = None):
         self.config = config
+        self.mappings = default_mappings() if mappings is None else mappings
         self.source = source
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
@@ -138,6 +146,11 @@ class DetectStage:
         nothing rejected, nothing released for detection): no calls besides the parse
         and the push, no properties, and a plain False."""
         metrics, rejects = parse_line(line)
+        known = self._known_fields
+        for m in metrics:  # (a set lookup per record: all a contract record pays for mappings)
+            if m.name not in known:
+                metrics = self._map(metrics)
+                break
         stats = self.stats
         stats.lines += 1
         stats.records += len(metrics) + len(rejects)
@@ -181,6 +194,22 @@ class DetectStage:
             ignored += seen[1]
             process(m)
         stats.ignored_fields += ignored
+
+    def _map(self, metrics: list[Metric]) -> list[Metric]:
+        """Records of measurements the contract does not know, converted by the mapping
+        that takes them (engine/mapping.py) before they are ordered: the halves of one
+        contract sample (SNMP's two tables, Prometheus' one metric per measurement) then
+        merge on the contract's series. Others pass as they are (counted as ignored later)."""
+        known, mapped, take = self._known_fields, self.stats.mapped, self.mappings.map
+        out = []
+        for m in metrics:
+            if m.name not in known and m.name != JOB_MEASUREMENT:
+                result = take(m)
+                if result is not None:
+                    m = result[0]
+                    mapped[result[1]] += 1
+            out.append(m)
+        return out
 
     def _job(self, m: Metric) -> None:
         tick = self._next_tick if self._next_tick is not None else m.ts

@@ -1,0 +1,202 @@
+"""Influx line protocol (Telegraf's default `data_format`) -> the documents the JSON path reads.
+
+    measurement[,tag=value...] field=value[,field=value...] [timestamp]
+
+One line becomes `{"name", "tags", "fields", "timestamp"}` (timestamp left out when the
+line has none: parse_metric then rejects it as `missing_timestamp`, since the engine
+reasons in event time only). Escapes: `\\,` and `\\ ` in the measurement; `\\,` `\\=` `\\ `
+in tag keys, tag values and field keys; `\\"` and `\\\\` inside string field values.
+Field values: `"..."` strings, `1i` integers, `1u` unsigned integers, booleans
+(t/T/true/True/TRUE, f/F/false/False/FALSE), anything else a float. Blank lines and
+`#` comments are skipped. A bad line is a `LineError(reason, detail)`.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+_TRUE = frozenset(("t", "T", "true", "True", "TRUE"))
+_FALSE = frozenset(("f", "F", "false", "False", "FALSE"))
+_KEY_ESCAPE = re.compile(r"\\([,= ])")
+_NAME_ESCAPE = re.compile(r"\\([, ])")
+_STRING_ESCAPE = re.compile(r'\\(["\\])')
+_INT = re.compile(r"-?[0-9]+\Z")
+_UINT = re.compile(r"[0-9]+\Z")
+_FLOAT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
+_I64_MIN, _I64_MAX, _U64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+
+
+class LineError(ValueError):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def parse_lines(text: str) -> list[dict | LineError]:
+    """Every line of `text` (one Kafka message may hold many) as a document or an error."""
+    out: list[dict | LineError] = []
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line or line[0] == "#":
+            continue
+        try:
+            out.append(parse(line))
+        except LineError as exc:
+            out.append(exc)
+    return out
+
+
+def parse(line: str) -> dict:
+    """One stripped, non-empty line as a document; LineError says what is wrong."""
+    if "\\" not in line and '"' not in line:  # the common line: no escapes, no strings
+        head, sep, rest = line.partition(" ")
+        parts = rest.split(" ") if sep else []
+        simple = True
+    else:
+        head, parts = _split_head(line), None
+        rest = line[len(head) + 1:] if len(head) < len(line) else ""
+        parts = _split(rest, " ", quotes=True) if rest else []
+        simple = False
+    if len(parts) > 2 or (len(parts) == 2 and not parts[1]):
+        raise LineError("lp_syntax", "more than one space between sections, or text after the timestamp")
+    if not parts or not parts[0]:
+        raise LineError("lp_no_fields", f"no field set after {head[:80]!r}")
+    name, tags = _head(head, simple)
+    doc: dict = {"name": name, "tags": tags, "fields": _fields(parts[0], simple)}
+    if len(parts) == 2:
+        doc["timestamp"] = _timestamp(parts[1])
+    return doc
+
+
+def _split_head(line: str) -> str:
+    """The measurement and tags: everything up to the first unescaped space."""
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == " ":
+            return line[:i]
+        i += 1
+    return line
+
+
+def _split(text: str, sep: str, *, quotes: bool) -> list[str]:
+    """`text` cut at each unescaped `sep` (outside double quotes when `quotes`)."""
+    out, start, i, n, inside = [], 0, 0, len(text), False
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if quotes and c == '"':
+            inside = not inside
+        elif c == sep and not inside:
+            out.append(text[start:i])
+            start = i + 1
+        i += 1
+    if inside:
+        raise LineError("lp_bad_string", f"a string field value is not closed: {text[:80]!r}")
+    out.append(text[start:])
+    return out
+
+
+def _head(head: str, simple: bool) -> tuple[str, dict[str, str]]:
+    pieces = head.split(",") if simple else _split(head, ",", quotes=False)
+    name = pieces[0] if simple else _NAME_ESCAPE.sub(r"\1", pieces[0])
+    if not name:
+        raise LineError("lp_syntax", "the measurement name is empty")
+    tags: dict[str, str] = {}
+    for piece in pieces[1:]:
+        kv = piece.split("=") if simple else _split(piece, "=", quotes=False)
+        if len(kv) != 2 or not kv[0] or not kv[1]:
+            raise LineError("lp_bad_tag", f"tag {piece[:80]!r} is not key=value")
+        key, value = (kv[0], kv[1]) if simple else (_KEY_ESCAPE.sub(r"\1", kv[0]), _KEY_ESCAPE.sub(r"\1", kv[1]))
+        tags[key] = value
+    return name, tags
+
+
+def _fields(text: str, simple: bool) -> dict[str, object]:
+    fields: dict[str, object] = {}
+    for piece in (text.split(",") if simple else _split(text, ",", quotes=True)):
+        key, sep, value = piece.partition("=") if simple else _key_value(piece)
+        if not sep or not key:
+            raise LineError("lp_bad_field", f"field {piece[:80]!r} is not key=value")
+        fields[key if simple else _KEY_ESCAPE.sub(r"\1", key)] = _value(key, value)
+    return fields
+
+
+def _key_value(piece: str) -> tuple[str, str, str]:
+    """A field split at its first unescaped `=` (the value may hold more in a string)."""
+    i, n = 0, len(piece)
+    while i < n:
+        c = piece[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "=":
+            return piece[:i], "=", piece[i + 1:]
+        if c == '"':
+            break
+        i += 1
+    return piece, "", ""
+
+
+def _value(key: str, text: str) -> object:
+    if not text:
+        raise LineError("lp_bad_field", f"field {key!r} has no value")
+    last = text[-1]
+    if text[0] == '"':
+        if len(text) < 2 or last != '"':
+            raise LineError("lp_bad_string", f"field {key!r}: a string value must be one quoted string")
+        return _STRING_ESCAPE.sub(r"\1", text[1:-1])
+    if last == "i" and _INT.match(text, 0, len(text) - 1):
+        value = int(text[:-1])
+        if not _I64_MIN <= value <= _I64_MAX:
+            raise LineError("lp_bad_field", f"field {key!r}: integer {text} is beyond 64 bits")
+        return value
+    if last == "u" and _UINT.match(text, 0, len(text) - 1):
+        value = int(text[:-1])
+        if value > _U64_MAX:
+            raise LineError("lp_bad_field", f"field {key!r}: unsigned integer {text} is beyond 64 bits")
+        return value
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    if _FLOAT.match(text):
+        value = float(text)
+        if math.isfinite(value):
+            return value
+    raise LineError("lp_bad_field", f"field {key!r}: {text[:80]!r} is not a number, string or boolean")
+
+
+def _timestamp(text: str) -> int:
+    if not _INT.match(text):
+        raise LineError("lp_bad_timestamp", f"timestamp {text[:80]!r} is not an integer")
+    return int(text)
+
+
+def escape_key(text: str) -> str:
+    return text.replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
+
+
+def dumps(name: str, tags: dict[str, str], fields: dict[str, object], timestamp: int | None = None) -> str:
+    """One line of line protocol (the inverse of `parse`; for tests and tools)."""
+    head = ",".join([name.replace(",", "\\,").replace(" ", "\\ "),
+                     *(f"{escape_key(k)}={escape_key(v)}" for k, v in tags.items())])
+    body = ",".join(f"{escape_key(k)}={_format(v)}" for k, v in fields.items())
+    return f"{head} {body}" + ("" if timestamp is None else f" {timestamp}")
+
+
+def _format(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value}i"
+    if isinstance(value, float):
+        return repr(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
