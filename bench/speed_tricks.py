@@ -6,7 +6,9 @@ Each trick is switched off in a fresh subprocess (a patch applied before the rep
 starts; nothing in the engine changes), on the same cached scenario as
 bench/replay_throughput.py. Each variant runs beside a baseline run of its own, in
 alternating order from round to round, so a noisy minute hits the pair alike; a trick's
-gain is the median over rounds of (seconds without it / seconds of its baseline - 1). The table it prints is
+gain is the median over rounds of (CPU seconds without it / CPU seconds of its baseline
+- 1): the replay's process time, which other processes on the machine disturb less than
+the wall clock. The table it prints is
 the one in docs/design.md ("Speed tricks: what each buys").
 """
 from __future__ import annotations
@@ -56,16 +58,6 @@ def _no_compiled_plans():
     features.compile_plan = reference_compute  # the plain definition instead of generated code
 
 
-def _no_shapes():
-    from engine import features_compile
-    features_compile.MAX_SHAPES = 0  # a series lacking counters reads them one by one
-
-
-def _no_shared_plans():
-    from engine import features_compile
-    features_compile._PLANS = NoMemo()  # every extractor compiles its own
-
-
 def _no_isal():
     from engine import replay
     replay._gzip_open = replay._std_gzip_open
@@ -83,22 +75,14 @@ def _no_inline_ts():
     exec(compile(plain, "<_typed without inline timestamps>", "exec"), normalize.__dict__)
 
 
-def _no_forest_walk():
-    import models.model as model
-    model.anomaly_scores = lambda forest, X: -forest.score_samples(X)
-
-
 TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "fast_parse": ("engine/normalize.py parse_line: typed msgspec decode", _no_fast_parse, False),
     "tags_memo": ("engine/normalize.py _tags_memo: tags decoded once per series", _no_tags_memo, False),
     "series_memo": ("engine/normalize.py _series_key memo", _no_series_memo, False),
     "compiled_plans": ("engine/features_compile.py compile_plan (vs features_reference)", _no_compiled_plans, False),
-    "per_shape": ("engine/features_compile.py MAX_SHAPES per-shape code", _no_shapes, False),
-    "shared_plans": ("engine/features_compile.py _PLANS shared compiled plans", _no_shared_plans, False),
     "isal": ("engine/replay.py ISA-L gzip", _no_isal, False),
     "inline_ts": ("engine/normalize.py _typed inline integer timestamps", _no_inline_ts, False),
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
-    "forest_walk": ("models/model.py anomaly_scores forest walk", _no_forest_walk, True),
 }
 
 
@@ -113,14 +97,16 @@ def child(variant: str, folder: Path, models_dir: Path) -> None:
     if trick and trick[1]:
         trick[1]()
     with_models = (trick or TRICKS.get(base, ("", None, False)))[2]
+    cpu = time.process_time()
     result = run_replay(folder, models_dir if with_models else None)
+    result["cpu_seconds"] = time.process_time() - cpu  # steadier than wall time on a shared machine
     print(json.dumps(result))
 
 
 def measure(variant: str, folder: Path, models_dir: Path) -> float:
     out = subprocess.run([sys.executable, __file__, "--child", variant, str(folder), str(models_dir)],
                          check=True, capture_output=True, text=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
+    return json.loads(out.stdout.strip().splitlines()[-1])["cpu_seconds"]
 
 
 def main() -> None:
@@ -146,11 +132,15 @@ def main() -> None:
             t = {v: measure(v, folder, models_dir) for v, _ in pair}
             gains[n].append(t[n] / t[base] - 1.0)
             print(f"round {i + 1}: {n}: {t[n]:.2f} s vs {t[base]:.2f} s", file=sys.stderr, flush=True)
-    print("| trick | where | measured gain (bench time without it, median) | rounds |")
+        table(names, gains)  # after every round: a cut-short run still tells what it measured
+
+
+def table(names: list[str], gains: dict[str, list[float]]) -> None:
+    print("| trick | where | measured gain (CPU time of the replay without it, median) | each round |")
     print("|---|---|---|---|")
     for n in names:
         each = ", ".join(f"{g:+.1%}" for g in gains[n])
-        print(f"| {n} | {TRICKS[n][0]} | {statistics.median(gains[n]):+.1%} | {each} |")
+        print(f"| {n} | {TRICKS[n][0]} | {statistics.median(gains[n]):+.1%} | {each} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Callable
 
 import msgspec
 
-from engine.features_compile import MAX_SHAPES, NOT_YET, compile_plan  # noqa: F401  (the compiled kernel; its reference: engine.features_reference)
+from engine.features_compile import NOT_YET, compile_plan  # noqa: F401  (the compiled kernel; its reference: engine.features_reference)
 from contract.measurements import DERIVED_FEATURES, JOB_MEASUREMENT, MEASUREMENTS, PRIOS, DerivedFeature, Measurement, known_features  # noqa: F401  (re-exported: the catalogue's home is contract/)
 
 
@@ -153,7 +153,7 @@ class SeriesState:
     values: tuple  # the plan's counters' last numeric values, in plan order (or NOT_YET)
     # The series lacks some of the plan's counters (e.g. a NIC's pause counters of the
     # priorities it does not use), so reading them all at once would fail on every
-    # record: this is the compute compiled for the counters it has (`compile_plan`).
+    # record: this is the compute that reads them one by one (`compile_plan`).
     sparse: Callable | None = None
     tally: list | None = None  # [counter values that were not numbers], shared by an extractor's series
 

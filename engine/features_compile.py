@@ -1,5 +1,6 @@
 """The compiled kernel of stage 2: a feature plan and its rules' conditions as
-straight-line Python, generated once per (plan, rules) and per set of missing counters.
+straight-line Python, generated once per (plan, rules): one code for records with all the
+counters, one for series that lack some.
 
 This is a speed trick with a plain reference beside it: `engine.features_reference`
 defines what compute must return (rates, resets, gauges, derived features, fired rules)
@@ -33,11 +34,6 @@ def _condition(c, var: str | None, floats: set[str]) -> str:
     return f"({var}.__class__ in NUM and {var} {c.op} {float(c.value)!r})"
 
 
-# (plan, measurement, rules, always, model) -> its compute: the functions keep no state (a
-# series' memory is in its SeriesState), so stages and extractors with equal plans share them.
-_PLANS: dict[tuple, Callable] = {}
-
-
 def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), always: bool = True,
                  model: tuple[str, ...] = ()) -> Callable:
     """compute(fields, tags, st, dt) -> None or (features, rules that fired, resets): one
@@ -46,9 +42,8 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     Gauges are read from the fields (else the tags: event records carry some facts as
     tags). The counters are read at once (one C call) into locals beside their previous
     values (`st`, a SeriesState, or None for a plan without counters). A series that
-    lacks some of them (a NIC that reports only the priorities it uses) gets code
-    compiled for the ones it has, and checks in one C call that the others are still
-    absent (a few sets of missing counters per plan; past MAX_SHAPES, read one by one).
+    lacks some of them (a NIC that reports only the priorities it uses) has its counters
+    read one by one from then on (code compiled once per plan for such series).
     A counter that is not an int or a float counts as absent. With a previous value a
     counter's rate is delta / dt, or a reset is counted when it decreased; a counter
     equal to its previous value has rate
@@ -71,49 +66,26 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     built only when a rule fired (the models read the tuple, the rules the dict).
     Generated once per measurement because this is the hottest code in the engine."""
     always = always or bool(model)  # the models read every record
-    key = (p, measurement, tuple(rules), always, tuple(model))
-    known = _PLANS.get(key)
-    if known is not None:  # every stage of a worker (one per partition) runs the same plans
-        return known
-    shapes: dict[frozenset[str] | None, Callable] = {}  # counters a sparse series lacks -> its compute
+    by_one: list[Callable] = []  # compiled when a series first lacks a counter
 
     def sparse(fields, tags, st, dt):
-        """A series without some of the counters (or no longer without them): the compute
-        for the counters it has, compiled once per set of missing ones."""
-        absent = frozenset(c for c in p.counters if c not in fields)
-        if not absent:  # it has them all (again)
-            st.sparse = None
-            return full(fields, tags, st, dt)
-        if absent not in shapes and len(shapes) >= MAX_SHAPES:
-            absent = None  # past MAX_SHAPES sets, a series reads its counters one by one
-        fn = shapes.get(absent)
-        if fn is None:
-            fn = shapes[absent] = _compile(p, measurement, rules, always, model, absent, sparse)
-        st.sparse = fn
-        return fn(fields, tags, st, dt)
+        """A series without some of the counters (a NIC that reports only the priorities it
+        uses): from now on its counters are read one by one (absent ones are None)."""
+        if not by_one:
+            by_one.append(_compile(p, measurement, rules, always, model, True, sparse))
+        st.sparse = by_one[0]
+        return by_one[0](fields, tags, st, dt)
 
-    full = _compile(p, measurement, rules, always, model, frozenset(), sparse)
-    if len(_PLANS) >= 256:  # (tests compile many rule sets; a worker a handful)
-        _PLANS.clear()
-    _PLANS[key] = full
-    return full
-
-
-MAX_SHAPES = 16  # sets of missing counters compiled per plan (then: read one by one)
+    return _compile(p, measurement, rules, always, model, False, sparse)
 
 
 def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model: tuple[str, ...],
-             absent: frozenset[str] | None, sparse: Callable) -> Callable:
-    """compile_plan's code for one set of `absent` counters: frozenset() for records
-    with all of them (read at once; a KeyError hands the record to `sparse`), a set for
-    a series that lacks those (the others read at once, the absent ones checked absent in
-    one C call: they have no rate and keep their memory), None for a series read counter
-    by counter (absent ones are None)."""
+             one_by_one: bool, sparse: Callable) -> Callable:
+    """compile_plan's code: for records with all the counters (read at once; a KeyError
+    hands the record to `sparse`), or `one_by_one` for a series that lacks some."""
     src = ["def compute(fields, tags, st, dt):"]
-    if p.counters and absent == frozenset():  # a sparse series goes to its own code first
+    if p.counters and not one_by_one:  # a sparse series goes to its own code first
         src += ["    if st.sparse is not None:", "        return st.sparse(fields, tags, st, dt)"]
-    elif absent:  # and leaves it when one of the counters it lacked has come
-        src += ["    if not ABSENT.isdisjoint(fields):", "        return SPARSE(fields, tags, st, dt)"]
     src.append("    resets = 0")
     local: dict[str, str] = {}
     floats: set[str] = set()  # locals that hold a float or None
@@ -122,30 +94,19 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
         src += [f"    {v} = fields.get({name!r})", f"    if {v} is None:", f"        {v} = tags.get({name!r})"]
     n = len(p.counters)
     xs, os_ = (", ".join(f"{a}{i}" for i in range(n)) + ("," if n == 1 else "") for a in "xo")
-    missing = absent or frozenset()
-    read = [c for c in p.counters if c not in missing] if absent is not None else []
+    read = list(p.counters)
     if n:
         src.append("    keep = False")  # a counter kept its previous value: the memory is not X
-        if absent is None:  # one by one
+        if one_by_one:
             src.append("    X = tuple(map(fields.get, COUNTERS))")
         else:
-            if read:
-                src += ["    try:", "        X = READ(fields)", "    except KeyError:",  # one it had is gone
-                        "        return SPARSE(fields, tags, st, dt)"]
-        if absent:
-            if read:
-                src.append(", ".join(f"    x{i}" if k == 0 else f"x{i}" for k, i in enumerate(
-                    i for i, c in enumerate(p.counters) if c not in missing)) + ("," if len(read) == 1 else "") + " = X")
-            src.append(f"    {os_} = st.values")
-            src += [f"    R{i} = None" for i, c in enumerate(p.counters) if c in missing]
-        else:
-            src += [f"    {xs} = X", f"    {os_} = st.values"]
+            src += ["    try:", "        X = READ(fields)", "    except KeyError:",  # one is missing
+                    "        return SPARSE(fields, tags, st, dt)"]
+        src += [f"    {xs} = X", f"    {os_} = st.values"]
     for i, c in enumerate(p.counters):
         r, x, o = f"R{i}", f"x{i}", f"o{i}"
         local[f"{c}_rate"] = r
         floats.add(r)
-        if c in missing:
-            continue  # no rate (R = None above); its memory keeps o
         src += [
             f"    if {x} is {o}:",  # the very number it held before
             f"        {r} = 0.0",
@@ -178,11 +139,7 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
             "        keep = True",
         ]
     if n:  # each x now holds the counter's new memory: its value, or the one kept
-        if absent:  # the absent ones keep theirs
-            kept = ", ".join(f"o{i}" if c in missing else f"x{i}" for i, c in enumerate(p.counters))
-            src.append(f"    st.values = ({kept}{',' if n == 1 else ''})")
-        else:
-            src.append(f"    st.values = ({xs}) if keep else X")
+        src.append(f"    st.values = ({xs}) if keep else X")
     tested = {c.feature for r in rules for c in (*r.all, *r.any)}
     late: list[str] = []  # derived features no condition reads: computed once a rule fired
     for j, d in enumerate(p.derived):
@@ -247,9 +204,9 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
         src.append("    return (feats, fired, resets) if feats else (None, [], resets)")
     namespace = {"NUM": _NUMBERS, "NUMBER": (int, float), "NOT_YET": NOT_YET, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
                  "READ": itemgetter(*read) if len(read) > 1 else (lambda f: (f[read[0]],)) if read else None,
-                 "COUNTERS": p.counters, "ABSENT": missing, "SPARSE": sparse}
+                 "COUNTERS": p.counters, "SPARSE": sparse}
     text = "\n".join(src)
-    filename = f"<features of {measurement or 'a plan'}{'' if absent == frozenset() else ' (sparse)'}>"
+    filename = f"<features of {measurement or 'a plan'}{' (sparse)' if one_by_one else ''}>"
     exec(compile(text, filename, "exec"), namespace)
     compute = namespace["compute"]
     compute.source = text

@@ -312,11 +312,10 @@ def test_compiled_plan_for_the_models_hands_them_a_tuple_and_the_rules_the_dict(
     assert vec == (tuple(expected.get(n) for n in names) if expected else None)
 
 
-@pytest.mark.parametrize("measurement,max_shapes", [("nic_port", 16), ("switch_port", 16), ("storage", 16),
-                                                    ("nic_port", 0)])  # 0: every sparse series one by one
+@pytest.mark.parametrize("measurement", ["nic_port", "switch_port", "storage"])
 @settings(max_examples=50, deadline=None)
 @given(data=st.data())
-def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(measurement, max_shapes, data):
+def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(measurement, data):
     """Invariant sparse_shapes: a series that lacks some counters (as a NIC reports only
     the priorities it uses) is read by code compiled for the counters it has; when they
     come and go, from record to record, every record still gets the features of the plain
@@ -324,16 +323,11 @@ def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(
     are counted as they are for a full series."""
     from rules.loader import load_rules
 
-    from unittest import mock
-
-    from engine import features_compile as features
-
     rules = load_rules(None)
     p = plan(measurement, rules.features_needed(measurement))
     fx = FeatureExtractor({measurement: p})
-    with mock.patch.object(features, "MAX_SHAPES", max_shapes), mock.patch.object(features, "_PLANS", {}):
-        compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)
-        _come_and_go(p, fx, compute, measurement, data)
+    compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)
+    _come_and_go(p, fx, compute, measurement, data)
 
 
 def _come_and_go(p, fx: FeatureExtractor, compute, measurement: str, data) -> None:
@@ -376,32 +370,27 @@ def test_compiled_kernel_equals_its_reference_record_by_record(measurement, alwa
     thing for every record (features, rules fired, resets) and leave the same counter
     memory, reset count and non-numeric count. `always=False` is the detector's kernel
     (nothing returned when no rule fired and nothing reset)."""
-    from unittest import mock
-
-    from engine import features_compile
     from rules.loader import load_rules
 
     rules = load_rules(None)
     p = plan(measurement, rules.features_needed(measurement))
     by = rules.by_measurement.get(measurement, ())
     fast, plain = FeatureExtractor({measurement: p}), FeatureExtractor({measurement: p})
-    with mock.patch.object(features_compile, "MAX_SHAPES", data.draw(st.sampled_from([0, 1, 16]))), \
-            mock.patch.object(features_compile, "_PLANS", {}):
-        compiled = fast.compile(measurement, by, always=always)
-        reference = reference_compute(p, measurement, by, always=always)
-        tags = {"host": "leaf01", "interface": "swp1", "queue": "3"}
-        t, previous = 0.0, {}
-        for _ in range(data.draw(st.integers(1, 10))):
-            fields = {c: data.draw(sparse_values) for c in p.counters}
-            for c in data.draw(st.lists(st.sampled_from(p.counters), max_size=4)):
-                fields[c] = previous.get(c)  # unchanged: the very object it held before
-            fields |= {g: data.draw(gauge_values) for g in p.gauges}
-            fields = {k: v for k, v in fields.items() if v is not None} or {"x": 1}
-            previous = fields
-            t += data.draw(st.sampled_from([0.0, 0.25, 1.0, 2.5, 30.0]))
-            m = Metric(measurement, tags, fields, T0 + t, f"{measurement}|s")
-            assert fast.run(m, compiled) == plain.run(m, reference)
-            assert fast.snapshot() == plain.snapshot()
+    compiled = fast.compile(measurement, by, always=always)
+    reference = reference_compute(p, measurement, by, always=always)
+    tags = {"host": "leaf01", "interface": "swp1", "queue": "3"}
+    t, previous = 0.0, {}
+    for _ in range(data.draw(st.integers(1, 10))):
+        fields = {c: data.draw(sparse_values) for c in p.counters}
+        for c in data.draw(st.lists(st.sampled_from(p.counters), max_size=4)):
+            fields[c] = previous.get(c)  # unchanged: the very object it held before
+        fields |= {g: data.draw(gauge_values) for g in p.gauges}
+        fields = {k: v for k, v in fields.items() if v is not None} or {"x": 1}
+        previous = fields
+        t += data.draw(st.sampled_from([0.0, 0.25, 1.0, 2.5, 30.0]))
+        m = Metric(measurement, tags, fields, T0 + t, f"{measurement}|s")
+        assert fast.run(m, compiled) == plain.run(m, reference)
+        assert fast.snapshot() == plain.snapshot()
     assert (fast.counter_resets, fast.non_numeric) == (plain.counter_resets, plain.non_numeric)
 
 

@@ -28,7 +28,6 @@ def test_require_takes_the_range_half_open():
 
 
 @pytest.mark.parametrize("module,distribution", [
-    ("models.sklearn_internals", "scikit-learn"),
     ("streams.transport", "faust-streaming"),
     ("streams.transport", "mode-streaming"),
     ("streams.transport", "aiokafka"),
