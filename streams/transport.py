@@ -17,14 +17,38 @@ Both were found by profiling one worker reading the benchmark's telemetry
   put on the stream's queue) almost never has to wait, so `wait_first` first runs it
   directly; only when it does have to wait (a full queue, flow stopped for a rebalance)
   does the rest of it go through mode's `wait_first` as before.
+
+This module is the one place the workers reach into faust's, mode's and aiokafka's
+private internals: faust's `Consumer._new_consumer_thread` and
+`AIOKafkaConsumerThread._create_worker_consumer`, mode's `Service._stopped` /
+`Service._crashed` events and its `wait_first`/`WaitResults`, aiokafka's
+`AIOKafkaConsumer._fetch_max_wait_ms`. CHECKED holds the versions they were checked
+against; importing this module (a worker's start) under any other raises
+`engine.versions.UnsupportedVersion` with the module to re-check.
 """
 from __future__ import annotations
 
 import asyncio
 from typing import Any, Coroutine
 
-from faust.transport.drivers import aiokafka as driver
-from mode.services import WaitResults
+from engine.versions import require
+
+CHECKED = (  # distribution, >= low, < below (checked on faust-streaming 0.15.3, mode-streaming 0.7.1, aiokafka 0.14.0)
+    ("faust-streaming", "0.15.3", "0.16"),
+    ("mode-streaming", "0.7.1", "0.8"),
+    ("aiokafka", "0.14.0", "0.15"),
+)
+
+
+def check_versions() -> None:
+    for distribution, low, below in CHECKED:
+        require(distribution, low, below, where="streams/transport.py")
+
+
+check_versions()
+
+from faust.transport.drivers import aiokafka as driver  # noqa: E402  (after the guard)
+from mode.services import WaitResults  # noqa: E402
 
 FETCH_MAX_WAIT_MS = 100
 

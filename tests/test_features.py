@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.features import DERIVED, FeatureExtractor, known_features, plan
+from engine.features_reference import reference_features, wanted
 from engine.normalize import parse_metric
 from engine.types import Metric
 
@@ -243,22 +244,8 @@ def test_compiled_sums_and_argmaxes_agree_with_their_definition(first, second):
 
 
 def _reference(p, fields: dict, tags: dict, before: dict | None, dt: float) -> dict:
-    """A plan's features the plain way: each rate from two numbers, each derived feature
-    from `Derived.fn` over a dict; only the wanted ones that are present."""
-    def number(v):
-        return v if type(v) in (int, float) else None
-
-    x: dict = {}
-    for g in p.gauges:
-        v = fields.get(g)
-        x[g] = tags.get(g) if v is None else v
-    for c in p.counters:
-        new, old = number(fields.get(c)), number((before or {}).get(c))
-        if new is not None and old is not None and new >= old:
-            x[f"{c}_rate"] = (new - old) / dt
-    for d in p.derived:
-        x[d.name] = d.fn({k: v for k, v in x.items() if v is not None})
-    return {k: v for k, v in x.items() if k in p.wanted and v is not None}
+    """The plan's wanted features by the plain definition (engine.features_reference)."""
+    return wanted(p, reference_features(p, fields, tags, before, dt)[0])
 
 
 gauge_values = st.one_of(st.none(), st.integers(0, 3 * 10**6), st.floats(0, 2e7), st.booleans(),
@@ -325,11 +312,10 @@ def test_compiled_plan_for_the_models_hands_them_a_tuple_and_the_rules_the_dict(
     assert vec == (tuple(expected.get(n) for n in names) if expected else None)
 
 
-@pytest.mark.parametrize("measurement,max_shapes", [("nic_port", 16), ("switch_port", 16), ("storage", 16),
-                                                    ("nic_port", 0)])  # 0: every sparse series one by one
+@pytest.mark.parametrize("measurement", ["nic_port", "switch_port", "storage"])
 @settings(max_examples=50, deadline=None)
 @given(data=st.data())
-def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(measurement, max_shapes, data):
+def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(measurement, data):
     """Invariant sparse_shapes: a series that lacks some counters (as a NIC reports only
     the priorities it uses) is read by code compiled for the counters it has; when they
     come and go, from record to record, every record still gets the features of the plain
@@ -337,16 +323,11 @@ def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(
     are counted as they are for a full series."""
     from rules.loader import load_rules
 
-    from unittest import mock
-
-    from engine import features
-
     rules = load_rules(None)
     p = plan(measurement, rules.features_needed(measurement))
     fx = FeatureExtractor({measurement: p})
-    with mock.patch.object(features, "MAX_SHAPES", max_shapes), mock.patch.object(features, "_PLANS", {}):
-        compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)
-        _come_and_go(p, fx, compute, measurement, data)
+    compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)
+    _come_and_go(p, fx, compute, measurement, data)
 
 
 def _come_and_go(p, fx: FeatureExtractor, compute, measurement: str, data) -> None:
@@ -369,3 +350,4 @@ def _come_and_go(p, fx: FeatureExtractor, compute, measurement: str, data) -> No
                     resets += 1
                 memory[c] = v
     assert fx.counter_resets == resets
+

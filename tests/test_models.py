@@ -337,20 +337,3 @@ def test_replay_and_worker_refuse_a_broken_models_folder(scenario_dir, tmp_path,
     assert main(["worker", "--bootstrap", "127.0.0.1:1", "--topology", str(f["topology"]),
                  "--models", str(tmp_path / "missing")]) == 2
     assert "no such models folder" in capsys.readouterr().err
-
-
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, 40), spread=st.sampled_from([0.5, 3.0, 50.0]))
-def test_forest_scores_equal_scikit_learns_bit_for_bit(trained, seed, rows, spread):
-    """models.model.anomaly_scores walks the forest itself (no per-call overhead): it must
-    give exactly -score_samples on the scikit-learn in use, for any input."""
-    from models.model import anomaly_scores
-
-    _, models, _ = trained
-    rng = np.random.default_rng(seed)
-    for m in models.classes.values():
-        if m.forest is None:
-            continue
-        X = rng.uniform(0.0, spread, (rows, len(m.features)))
-        X[rng.random(X.shape) < 0.2] = 0.0  # many features at their floor, as in real windows
-        assert np.array_equal(anomaly_scores(m.forest, X), -m.forest.score_samples(X))

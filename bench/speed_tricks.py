@@ -1,0 +1,147 @@
+"""What each speed trick of the replay hot path buys: a switch-off experiment.
+
+    PYTHONPATH=. .venv/bin/python bench/speed_tricks.py [--records 300000] [--rounds 3] [--only gc,isal]
+
+Each trick is switched off in a fresh subprocess (a patch applied before the replay
+starts; nothing in the engine changes), on the same cached scenario as
+bench/replay_throughput.py. Each variant runs beside a baseline run of its own, in
+alternating order from round to round, so a noisy minute hits the pair alike; a trick's
+gain is the median over rounds of (CPU seconds without it / CPU seconds of its baseline
+- 1): the replay's process time, which other processes on the machine disturb less than
+the wall clock. The table it prints is
+the one in docs/design.md ("Speed tricks: what each buys").
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+class NoMemo(dict):
+    """A memo that never remembers: every lookup misses, every store is dropped."""
+
+    def get(self, key, default=None):
+        return default
+
+    def __setitem__(self, key, value):
+        pass
+
+
+def _no_fast_parse():
+    import engine.pipeline as pipeline
+    from engine import normalize
+    pipeline.parse_line = normalize._parse_line  # orjson + parse_metric for every line
+
+
+def _no_tags_memo():
+    from engine import normalize
+    normalize._tags_memo = NoMemo()  # every record's tags text decoded and checked again
+
+
+def _no_series_memo():
+    from engine import normalize
+    normalize._series = NoMemo()  # every record's series key built again
+
+
+def _no_compiled_plans():
+    import engine.features as features
+    from engine.features_reference import reference_compute
+    features.compile_plan = reference_compute  # the plain definition instead of generated code
+
+
+def _no_isal():
+    from engine import replay
+    replay._gzip_open = replay._std_gzip_open
+
+
+def _no_inline_ts():
+    import inspect
+    import re
+
+    from engine import normalize
+    src = inspect.getsource(normalize._typed)  # _typed with every timestamp through _event_time
+    plain, n = re.subn(r"ts = rec\.timestamp.*else:\n\s+ts = _event_time\(ts\)\n",
+                       "ts = _event_time(rec.timestamp)\n", src, flags=re.S)
+    assert n == 1, "engine.normalize._typed changed: update this switch-off"
+    exec(compile(plain, "<_typed without inline timestamps>", "exec"), normalize.__dict__)
+
+
+TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
+    "fast_parse": ("engine/normalize.py parse_line: typed msgspec decode", _no_fast_parse, False),
+    "tags_memo": ("engine/normalize.py _tags_memo: tags decoded once per series", _no_tags_memo, False),
+    "series_memo": ("engine/normalize.py _series_key memo", _no_series_memo, False),
+    "compiled_plans": ("engine/features_compile.py compile_plan (vs features_reference)", _no_compiled_plans, False),
+    "isal": ("engine/replay.py ISA-L gzip", _no_isal, False),
+    "inline_ts": ("engine/normalize.py _typed inline integer timestamps", _no_inline_ts, False),
+    "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
+}
+
+
+def child(variant: str, folder: Path, models_dir: Path) -> None:
+    from bench.replay_throughput import run_replay
+    from cli.runtime import tune_gc
+
+    name, _, base = variant.partition(":")
+    trick = TRICKS.get(name)
+    if name != "gc":
+        tune_gc()
+    if trick and trick[1]:
+        trick[1]()
+    with_models = (trick or TRICKS.get(base, ("", None, False)))[2]
+    cpu = time.process_time()
+    result = run_replay(folder, models_dir if with_models else None)
+    result["cpu_seconds"] = time.process_time() - cpu  # steadier than wall time on a shared machine
+    print(json.dumps(result))
+
+
+def measure(variant: str, folder: Path, models_dir: Path) -> float:
+    out = subprocess.run([sys.executable, __file__, "--child", variant, str(folder), str(models_dir)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["cpu_seconds"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--cache", type=Path, default=ROOT / ".cache" / "bench")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated tricks (default: all)")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "replay_throughput.py"), "--prepare", "--records",
+                          str(args.records), "--cache", str(args.cache)], check=True, stdout=subprocess.PIPE, text=True)
+    folder, models_dir = (Path(p) for p in json.loads(out.stdout.strip().splitlines()[-1]))
+    names = [n for n in (args.only.split(",") if args.only else TRICKS)]
+    gains: dict[str, list[float]] = {n: [] for n in names}
+    for i in range(args.rounds):
+        for n in names:  # each variant beside its own baseline run, in alternating order
+            base = "base:" + n
+            pair = [(n, None), (base, None)] if i % 2 else [(base, None), (n, None)]
+            t = {v: measure(v, folder, models_dir) for v, _ in pair}
+            gains[n].append(t[n] / t[base] - 1.0)
+            print(f"round {i + 1}: {n}: {t[n]:.2f} s vs {t[base]:.2f} s", file=sys.stderr, flush=True)
+        table(names, gains)  # after every round: a cut-short run still tells what it measured
+
+
+def table(names: list[str], gains: dict[str, list[float]]) -> None:
+    print("| trick | where | measured gain (CPU time of the replay without it, median) | each round |")
+    print("|---|---|---|---|")
+    for n in names:
+        each = ", ".join(f"{g:+.1%}" for g in gains[n])
+        print(f"| {n} | {TRICKS[n][0]} | {statistics.median(gains[n]):+.1%} | {each} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
