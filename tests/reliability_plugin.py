@@ -67,7 +67,9 @@ def _worker_figures(fleet) -> list[dict]:
                     "dead_lettered": int(m.get("fabric_rca_dead_lettered_total", 0)),
                     "dead_letter_failed": int(m.get("fabric_rca_dead_letter_failed_total", 0)),
                     "checkpoints_refused": int(m.get("fabric_rca_checkpoints_refused_total", 0)),
-                    "stages_restored": int(m.get("fabric_rca_stages_restored_total", 0))})
+                    "stages_restored": int(m.get("fabric_rca_stages_restored_total", 0)),
+                    "duplicates": int(m.get("fabric_rca_duplicates_total", 0)),
+                    "unread": int(sum(v for k, v in m.items() if k.startswith("fabric_rca_consumer_lag_messages{")))})
     return out
 
 
@@ -144,7 +146,8 @@ def pytest_collection_finish(session):
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_logreport(report):
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        record("test", test=report.nodeid, outcome=report.outcome, seconds=round(report.duration, 1))
+        outcome = ("xfailed" if report.skipped else "xpassed") if hasattr(report, "wasxfail") else report.outcome
+        record("test", test=report.nodeid, outcome=outcome, seconds=round(report.duration, 1))
     if report.when == "teardown" and report.nodeid in _fuzz:
         record("fuzz", test=report.nodeid, **dict(_fuzz.pop(report.nodeid)))
 
