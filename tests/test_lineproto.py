@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from testkit.samples import samples_dir
 from engine import lineproto
 from engine.lineproto import LineError, dumps, parse
 from engine.normalize import parse_line
 
-SAMPLES = Path("/work/shared/real-samples")
+SAMPLES = samples_dir()
 LP_FILES = sorted(SAMPLES.rglob("*.lp")) if SAMPLES.is_dir() else []
 # The diskio README's last three lines write `io_await:0.33` (a typo of the README: no
 # Telegraf serializer writes `:`). They are the one known bad input among the samples.

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from testkit.samples import samples_dir
 from engine import mapping
 from engine.mapping import MappingError, load_file, load_mappings, shipped_files
 from engine.normalize import parse_line
 
-SAMPLES = Path("/work/shared/real-samples")
+SAMPLES = samples_dir()
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="no real samples on this machine")
 SHIPPED = load_mappings(shipped_files())
 
