@@ -53,8 +53,8 @@ def _worker_figures(fleet) -> list[dict]:
     from test_kafka_workers import _metrics
 
     out = []
-    for proc, name, _ in fleet.procs:
-        port = _port(proc)
+    for worker in fleet.workers:  # testkit.workers.WorkerProcess
+        proc, name, port = worker.proc, worker.name, worker.port
         if proc.poll() is not None or port is None:
             continue
         try:
