@@ -2,7 +2,7 @@
 
 Persistence is judged in event seconds with a floor in samples of the series' own
 interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a rule's
-symptom starts when its condition held in max(hits, ceil(for_s / I)) samples within
+symptom starts when its condition held in max(hits, ceil(for_s / I) + 1) samples within
 max(within_s, (that + 1) x I) and ends after max(clear_s, clear_samples x I) without a
 hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x
 its interval). Time is the event time of the records and of `advance(watermark)`: no
@@ -65,10 +65,12 @@ Feature = bool | int | float | str | None
 
 def needed(rule: Rule, interval: float) -> int:
     """Samples the condition must hold in at sample interval `interval`: `hits`, and
-    enough to span `for_s` of event time."""
+    enough that their spacing alone spans `for_s` of event time: n samples in a row are
+    (n - 1) intervals apart, so n = ceil(for_s / interval) + 1. (A burst shorter than
+    one interval can straddle two samples and hit both; it cannot hit three.)"""
     if rule.for_s <= 0:
         return rule.hits
-    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9))
+    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 1)
 
 
 def clear_after(rule: Rule, interval: float) -> float:
