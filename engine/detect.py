@@ -2,7 +2,7 @@
 
 Persistence is judged in event seconds with a floor in samples of the series' own
 interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a rule's
-symptom starts when its condition held in max(hits, ceil(for_s / I) + 1) samples within
+symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples within
 max(within_s, (that + 1) x I) and ends after max(clear_s, clear_samples x I) without a
 hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x
 its interval). Time is the event time of the records and of `advance(watermark)`: no
@@ -65,12 +65,13 @@ Feature = bool | int | float | str | None
 
 def needed(rule: Rule, interval: float) -> int:
     """Samples the condition must hold in at sample interval `interval`: `hits`, and
-    enough that their spacing alone spans `for_s` of event time: n samples in a row are
-    (n - 1) intervals apart, so n = ceil(for_s / interval) + 1. (A burst shorter than
-    one interval can straddle two samples and hit both; it cannot hit three.)"""
+    more than an episode shorter than `for_s` can reach. An episode of d seconds overlaps
+    at most ceil(d / interval) + 1 samples (it can straddle a sample boundary at each
+    end), so n = ceil(for_s / interval) + 2 samples prove it lasted about for_s or more,
+    whatever the interval and however strong the episode was."""
     if rule.for_s <= 0:
         return rule.hits
-    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 1)
+    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 2)
 
 
 def clear_after(rule: Rule, interval: float) -> float:
