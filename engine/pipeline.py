@@ -133,7 +133,7 @@ class DetectStage:
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
         self.reorder = new_reorderer(config, stats=self.stats)
-        self.detector = Detector(rules, roles, scorer=scorer)
+        self.detector = Detector(rules, roles, scorer=scorer, interval_of=self.reorder.interval)
         self._parse = Parser().parse_line  # the stage owns its parser's memo of checked tags
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
