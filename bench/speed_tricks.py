@@ -1,6 +1,6 @@
 """What each speed trick of the replay hot path buys: a switch-off experiment.
 
-    PYTHONPATH=. .venv/bin/python bench/speed_tricks.py [--records 300000] [--rounds 3] [--only gc,isal]
+    PYTHONPATH=. .venv/bin/python bench/speed_tricks.py [--records 300000] [--rounds 3] [--only gc,tags_memo]
 
 Each trick is switched off in a fresh subprocess (a patch applied before the replay
 starts; nothing in the engine changes), on the same cached scenario as
@@ -58,16 +58,10 @@ def _no_compiled_plans():
     features.compile_plan = reference_compute  # the plain definition instead of generated code
 
 
-def _no_isal():
-    from engine import replay
-    replay._gzip_open = replay._std_gzip_open
-
-
 TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "fast_parse": ("engine/normalize.py parse_line: typed msgspec decode", _no_fast_parse, False),
     "tags_memo": ("engine/normalize.py Parser._tags: tags decoded once per series", _no_tags_memo, False),
     "compiled_plans": ("engine/features_compile.py compile_plan (vs features_reference)", _no_compiled_plans, False),
-    "isal": ("engine/replay.py ISA-L gzip", _no_isal, False),
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
 }
 
