@@ -1,4 +1,5 @@
-"""`fabric-rca`: replay, incidents, serve, simulate, evaluate, train, rules check, mappings check, worker, demo."""
+"""`fabric-rca`: replay, incidents, serve, simulate, evaluate, train, rules check, mappings check, topology
+show/check, worker, demo."""
 from __future__ import annotations
 
 import argparse
@@ -415,6 +416,9 @@ def parser() -> argparse.ArgumentParser:
     mc = msub.add_parser("check", help="validate mapping files offline (default: the shipped ones)")
     mc.add_argument("files", nargs="*", type=Path)
     mc.set_defaults(fn=cmd_mappings_check)
+
+    from cli import topology
+    topology.add_parser(sub)
 
     w = sub.add_parser("worker", help="run the faust-streaming workers on Kafka")
     w.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap (or FABRIC_RCA_BOOTSTRAP)")

@@ -1,6 +1,7 @@
 """EngineSettings -> EngineParts -> the stages (see the package docstring)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
@@ -14,6 +15,8 @@ from rules.schema import RuleSet
 
 if TYPE_CHECKING:
     from models.store import ModelSet
+
+log = logging.getLogger("fabric_rca.compose")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ def build_engine(settings: EngineSettings, *, topology: Topology | None = None,
         if settings.topology is None:
             raise ValueError("the engine needs a topology: a file in EngineSettings.topology, or one loaded")
         topology = load_topology(settings.topology)
+        for line in topology.warnings:  # what the reader guessed or left out: the operator should know
+            log.warning("topology: %s", line)
     if models is None:
         models = load_models(settings.models_dir)
     return EngineParts(rules=load_rules(list(settings.rule_files) or None), topology=topology,
