@@ -230,10 +230,12 @@ def _spec(survey: _Survey, *, source: str) -> TopologySpec:
             continue
         kept.append((a, b))
         kept_where.append(place)
+    surveyed = tuple(dict.fromkeys(rename(d) for d in survey.local))
+    cabled = set(surveyed) | {e.split(":", 1)[0] for link in kept for e in link}
+    roles = {d: r for d, r in roles.items() if d in cabled}  # not those seen only on what was left out
     notes = survey.warnings.lines(source)
     if excluded:
         notes = (f"{source}: left out of the data fabric with their links: {names(sorted(excluded))}",) + notes
-    surveyed = tuple(dict.fromkeys(rename(d) for d in survey.local))
     return TopologySpec(roles=roles, links=kept, where=kept_where, warnings=notes, excluded=excluded,
                         surveyed=surveyed)
 
