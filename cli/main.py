@@ -88,9 +88,10 @@ def _replay_to_kafka(args) -> int:
     # Create the topics as the workers expect them (auto-creation would make 1 partition).
     ensure_topics(bootstrap=args.to_kafka, topics={args.topic: DEFAULT_PARTITIONS, args.jobs_topic: DEFAULT_PARTITIONS},
                   security=kafka)
+    from cli.engine_flags import engine_settings
     stats = publish_files(args.files, bootstrap=args.to_kafka, topic=args.topic, jobs_file=args.jobs,
                           jobs_topic=args.jobs_topic, speed=args.speed, progress=progress, security=kafka,
-                          rejects_path=args.rejects)
+                          rejects_path=args.rejects, job_labels=engine_settings(args).pod_labels)
     if show:
         sys.stderr.write("\n")
     from cli.run import failed_files_line, replay_exit_code
