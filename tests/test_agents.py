@@ -296,6 +296,21 @@ def test_jobs_turns_a_contract_placement_into_a_job_event(settings, sent, scenar
     assert_one_job_event(settings, sent, record=record, job=job)
 
 
+def test_jobs_expands_an_squeue_document_and_dead_letters_only_its_bad_job(settings, sent):
+    """A real slurmrestd answer (data_parser v0.0.42) sent as is, one job broken."""
+    from testkit.samples import samples_dir
+
+    doc = json.loads((samples_dir() / "slurm" / "slurmrestd_jobs_v0.0.42_slurm24.11_slurmweb.json").read_text())
+    doc["jobs"][2]["nodes"] = "cn[9-1]"
+    run_agent(settings, "jobs", [(None, orjson.dumps(doc))])
+
+    events = [StageEvent.from_bytes(m.value) for m in sent_to(sent, settings.symptoms_topic)]
+    assert [(e.kind, e.tick, e.job.job_id, e.job.hosts) for e in events] == [
+        (JOB, 1762788855, "6357", ("cn1",)), (JOB, 1762788855, "6365", ("cn1", "cn2", "cn3"))]
+    [letter] = sent_to(sent, settings.dlq_topic)
+    assert letter.headers["reason"] == b"bad_job" and b"jobs[2] (job 6369)" in letter.headers["detail"]
+
+
 # --------------------------------------------------------------- broker reads
 
 
