@@ -70,7 +70,7 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
                "by content (the worker also reads fabric.jobs)", FILES),
     EngineFlag("--k8s-job-label", "FABRIC_RCA_K8S_JOB_LABELS", "pod_job_labels", str,
                "with a kubectl get pods -o json jobs file or message: a pod label naming its job, first found "
-               "wins (repeatable; replaces the defaults, see docs/jobs.md)", FILES, metavar="KEY", repeat=True),
+               "wins (repeatable; replaces the defaults listed in README.md)", FILES, metavar="KEY", repeat=True),
     EngineFlag("--k8s-tenant-label", "FABRIC_RCA_K8S_TENANT_LABELS", "pod_tenant_labels", str,
                "... and a pod label naming its tenant (else the namespace; repeatable)", FILES, metavar="KEY",
                repeat=True),
