@@ -26,7 +26,7 @@ from orjson import dumps
 from engine.bounds import MAX_LINE_BYTES
 from engine.job_sources import read_jobs_file
 from engine.k8s_pods import PodLabels
-from engine.normalize import JOB_PLACEMENT, parse_line, seconds
+from engine.normalize import JOB_PLACEMENT, Parser, seconds
 from engine.replay import FileBroken, FileFailure, Pacer, RejectWriter, check_files, numbered_lines, open_lines
 from engine.types import Job, Metric, Reject
 from streams.security import PLAINTEXT, KafkaSecurity
@@ -98,12 +98,14 @@ def messages_of_line(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: s
     return publishable(line, topic=topic, jobs_topic=jobs_topic).messages
 
 
-def publishable(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> Publishable:
+def publishable(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS,
+                parser: Parser | None = None) -> Publishable:
     """The Kafka messages of one recorded line (one metric or a `{"metrics": [...]}`
     batch) and the records of it that replay would reject (the same reasons). A line of
     one metric is sent as written; a batch's members are re-encoded from what was read
-    (the timestamp in seconds), each a message of its own."""
-    metrics, rejects = parse_line(line)
+    (the timestamp in seconds), each a message of its own. A file's reader passes the
+    `parser` it owns (its memo of checked tags); a line alone gets a fresh one."""
+    metrics, rejects = (parser or Parser()).parse_line(line)
     if len(metrics) == 1 and not rejects:
         raw = line.strip() if line.__class__ is bytes else str(line).strip().encode()
         if raw[:1] == b"{" and not _BATCH.match(raw):  # (not after a BOM: it may join a batch)
@@ -247,12 +249,13 @@ class _Reader:
     topic: str
     jobs_topic: str
     last_report: float = 0.0
+    parser: Parser = field(default_factory=Parser)
 
     def read(self, path: Path) -> None:
         batches, pacer, progress = self.batches, self.pacer, self.progress
         stats = batches.sender.stats
         for n, line in numbered_lines(path):
-            messages, rejects = publishable(line, topic=self.topic, jobs_topic=self.jobs_topic)
+            messages, rejects = publishable(line, topic=self.topic, jobs_topic=self.jobs_topic, parser=self.parser)
             if rejects:
                 stats.rejects.update(r.reason for r in rejects)
                 self.writer.write(rejects, source=f"{path}:{n}")

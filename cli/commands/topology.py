@@ -9,20 +9,20 @@ from pathlib import Path
 EXIT_DIFFERENT = 1  # `check`: the cabling differs from the declared topology
 
 
-def add_parser(sub) -> None:
+def add(sub) -> None:
     to = sub.add_parser("topology", help="topology files: what they load as, and the cabling against them")
     tsub = to.add_subparsers(dest="topology_command", required=True)
     ts = tsub.add_parser("show", help="devices, links and the reader's warnings of a topology file or lldpctl folder")
     ts.add_argument("file", type=Path, help="DOT, containerlab YAML, fabric-rca JSON, lldpctl JSON or a folder of it")
     ts.add_argument("--json", action="store_true", help="the engine's own form plus warnings and excluded devices")
-    ts.set_defaults(fn=cmd_show)
+    ts.set_defaults(fn=run_show)
     tc = tsub.add_parser("check", help="compare the cabling lldpctl reports with a declared topology "
                                        f"(exit {EXIT_DIFFERENT} when links are missing, extra or miswired)")
     tc.add_argument("--declared", type=Path, required=True, help="the topology file the engine is given")
     tc.add_argument("--lldp", type=Path, required=True, metavar="DIR|FILE",
                     help="`lldpctl -f json` of every device: a folder of DEVICE.json files, or one file")
     tc.add_argument("--json", action="store_true", help="the report as JSON")
-    tc.set_defaults(fn=cmd_check)
+    tc.set_defaults(fn=run_check)
 
 
 def _warn(warnings) -> None:
@@ -30,7 +30,7 @@ def _warn(warnings) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def run_show(args: argparse.Namespace) -> int:
     from engine.topology import load_topology
 
     topo = load_topology(args.file)
@@ -45,7 +45,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def run_check(args: argparse.Namespace) -> int:
     from engine.topology import load_topology
     from engine.topology_check import cross_check
     from engine.topology_load import TopologyError, read_spec
