@@ -81,6 +81,7 @@ def _print_summary(summary: dict, args) -> None:
 
 
 def _to_kafka(args) -> int:
+    from cli.engine_flags import engine_settings
     from cli.run import failed_files_line, replay_exit_code
     from engine.topology import load_topology
     from streams import security
@@ -101,7 +102,7 @@ def _to_kafka(args) -> int:
                   security=kafka)
     stats = publish_files(args.files, bootstrap=args.to_kafka, topic=args.topic, jobs_file=args.jobs,
                           jobs_topic=args.jobs_topic, speed=args.speed, progress=progress, security=kafka,
-                          rejects_path=args.rejects)
+                          rejects_path=args.rejects, job_labels=engine_settings(args).pod_labels)
     if show:
         sys.stderr.write("\n")
     print(f"sent {stats.records:,} records and {stats.jobs} job snapshots to {args.to_kafka} ({args.topic}); "
