@@ -18,11 +18,11 @@ export async function renderList(view, params) {
   view.append(h("h1", {}, "Incidents"), form, count, table);
 
   const shown = new Map(); // id -> incident
-  const fresh = new Set(); // ids that arrived by the stream (highlighted)
+  const arrived = new Map(); // id -> when the stream last brought it (highlighted for a moment)
   let total = null;
   const draw = () => {
     const items = [...shown.values()].sort(newestFirst);
-    body.replaceChildren(...items.map((inc) => row(inc, fresh.has(inc.id))));
+    body.replaceChildren(...items.map((inc) => row(inc, arrived.get(inc.id))));
     const extra = total != null && total > PAGE ? ` (newest ${PAGE} of ${total})` : "";
     count.textContent = `${items.length} incident${items.length === 1 ? "" : "s"}${extra}`;
     if (!items.length) body.append(h("tr", {}, h("td", { colspan: 9, class: "empty" }, "no incidents match")));
@@ -42,7 +42,7 @@ export async function renderList(view, params) {
         count.classList.add("error");
       }
     },
-    incident: (inc) => { streamed.add(inc.id); fresh.add(inc.id); shown.set(inc.id, inc); draw(); },
+    incident: (inc) => { streamed.add(inc.id); arrived.set(inc.id, Date.now()); shown.set(inc.id, inc); draw(); },
     gone: (id) => { streamed.add(id); shown.delete(id); draw(); },
   });
   return stop;
@@ -79,10 +79,13 @@ function filterForm(filters, causes) {
   return form;
 }
 
-function row(inc, fresh) {
+const FRESH_MS = 3000;
+
+function row(inc, arrivedAt) {
   const top = topCause(inc);
+  const fresh = arrivedAt && Date.now() - arrivedAt < FRESH_MS;
   const link = (text) => h("a", { href: `#/incident/${encodeURIComponent(inc.id)}` }, text);
-  return h("tr", { "data-incident-id": inc.id, class: [inc.status, fresh ? "fresh" : ""].join(" ") },
+  return h("tr", { "data-incident-id": inc.id, "data-streamed": Boolean(arrivedAt), class: [inc.status, fresh ? "fresh" : ""].join(" ") },
     h("td", { class: "time" }, link(shortTime(inc.opened_at))),
     h("td", {}, h("span", { class: `badge ${inc.status}` }, inc.status)),
     h("td", {}, h("span", { class: `badge sev-${inc.severity}` }, inc.severity)),

@@ -53,7 +53,7 @@ function drawNode(node, opts) {
   const shape = node.role === "storage"
     ? s("ellipse", { cx: node.x, cy: node.y, rx: 17, ry: 9 })
     : s("rect", { x: node.x - w / 2, y: node.y - hgt / 2, width: w, height: hgt, rx: switchy ? 4 : 2 });
-  const label = s("text", { x: node.x, y: node.y + (switchy ? 23 : 20), "text-anchor": "middle", class: "node-label" },
+  const label = s("text", { x: node.x, y: node.y + (switchy ? 25 : 21), "text-anchor": "middle", class: "node-label" },
     node.id);
   const group = s("g", { class: cls, "data-device": node.id }, shape, label,
     s("title", {}, opts.nodeTitle ? opts.nodeTitle(node) : `${node.id} (${node.role})`));
