@@ -11,13 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from api import console_layout, stream
-from api.routes import _NOT_FOUND, SessionDep, _id, topology
-from api.store import repository
+from api.routes import _NOT_FOUND, SessionDep, _id, get_incident, topology
 
 STATIC = Path(__file__).parent / "static" / "console"
 
@@ -48,10 +47,7 @@ def topology_layout(request: Request, session: SessionDep) -> dict:
 def incident_topology(
     incident_id: Annotated[str, _id("an incident id")], request: Request, session: SessionDep
 ) -> dict:
-    incident = repository.get_incident(session, incident_id=incident_id)
-    if incident is None:
-        raise HTTPException(status_code=404, detail=f"no incident with id {incident_id!r}")
-    return console_layout.around(topology(request, session), incident)
+    return console_layout.around(topology(request, session), get_incident(incident_id, session))
 
 
 def install(app: FastAPI, *, settings: stream.StreamSettings | None = None) -> None:

@@ -3,6 +3,8 @@
 import { s } from "./dom.js";
 
 const GUTTER = 96; // room for the layer names
+const LABEL_CHARS = 9; // a longer name is squeezed into LABEL_PX, so it never runs into its neighbour's
+const LABEL_PX = 58; // a little under the layout's NODE_GAP (api/console_layout.py)
 const LAYER_NAMES = { superspine: "superspine", spine: "spine", leaf: "leaf", host: "hosts", other: "other" };
 
 // opts: nodeClass(node) -> "a b", linkClass(link) -> "a b", nodeTitle(node), linkTitle(link),
@@ -53,8 +55,9 @@ function drawNode(node, opts) {
   const shape = node.role === "storage"
     ? s("ellipse", { cx: node.x, cy: node.y, rx: 17, ry: 9 })
     : s("rect", { x: node.x - w / 2, y: node.y - hgt / 2, width: w, height: hgt, rx: switchy ? 4 : 2 });
-  const label = s("text", { x: node.x, y: node.y + (switchy ? 25 : 21), "text-anchor": "middle", class: "node-label" },
-    node.id);
+  const squeeze = node.id.length > LABEL_CHARS ? { textLength: LABEL_PX, lengthAdjust: "spacingAndGlyphs" } : {};
+  const label = s("text", { x: node.x, y: node.y + (switchy ? 25 : 21), "text-anchor": "middle", class: "node-label",
+    ...squeeze }, node.id);
   const group = s("g", { class: cls, "data-device": node.id }, shape, label,
     s("title", {}, opts.nodeTitle ? opts.nodeTitle(node) : `${node.id} (${node.role})`));
   const href = opts.nodeHref ? opts.nodeHref(node) : null;
