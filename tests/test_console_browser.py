@@ -133,6 +133,14 @@ def test_the_list_page_shows_every_incident_newest_first(chromium, replayed, dem
     browser.wait_until(lambda: texts(chromium, "#incident-rows td.cause") == ["storage_slow"], timeout=WAIT,
                        what="the list filtered on cause=storage_slow")
     assert "cause=storage_slow" in chromium.current_url
+    chromium.find_element("css selector", "#incident-rows td.title a").click()  # on to its page, no reload
+    slow = next(i for i in stored_incidents(replayed) if i["root_causes"][0]["cause"] == "storage_slow")
+    browser.wait_until(lambda: chromium.find_element("id", "incident-title").text == slow["title"], timeout=WAIT,
+                       what="the incident page after a click")
+    chromium.find_element("css selector", "[data-nav=fabric]").click()
+    browser.wait_until(lambda: chromium.find_elements("css selector", "#fabric g[data-device]"), timeout=WAIT,
+                       what="the fabric page after a click")
+    assert chromium.find_elements("id", "incident-title") == []  # the last page is gone, not drawn beside it
 
 
 def test_the_incident_page_shows_causes_evidence_timeline_jobs_and_the_topology(chromium, replayed, demo, request,
@@ -171,6 +179,9 @@ def test_the_incident_page_shows_causes_evidence_timeline_jobs_and_the_topology(
     assert chromium.find_elements("css selector", "#incident-topology polyline.m-cause")
     no_errors(chromium)
     shot(chromium, "incident")
+    chromium.get(f"{console.base}/console/#/incident/inc-nope")  # an unknown id: the API's 404, said on the page
+    browser.wait_until(lambda: any("404" in t and "inc-nope" in t for t in texts(chromium, ".error")), timeout=WAIT,
+                       what="the 404 shown on the page")
 
 
 def test_the_fabric_page_draws_every_device_by_layer_coloured_by_open_incidents(chromium, demo, request, tmp_path):

@@ -5,12 +5,14 @@ import { renderFabric } from "./fabric.js";
 import { h } from "./dom.js";
 
 let cleanup = () => {};
+let current = 0; // the route being shown; a page that finishes loading after the next route began is stopped
 
 function route() {
   cleanup();
   cleanup = () => {};
-  const view = document.getElementById("view");
-  view.replaceChildren();
+  const token = ++current;
+  const view = document.createElement("div"); // a page still loading from the last route fills a detached one
+  document.getElementById("view").replaceChildren(view);
   const [path, query] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(query || "");
   let page = "list";
@@ -29,7 +31,11 @@ function route() {
     view.append(h("p", { class: "error" }, String(err)));
   }
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("current", a.dataset.nav === page));
-  Promise.resolve(done).then((stop) => { if (typeof stop === "function") cleanup = stop; })
+  Promise.resolve(done).then((stop) => {
+    if (typeof stop !== "function") return;
+    if (token === current) cleanup = stop;
+    else stop();
+  })
     .catch((err) => view.append(h("p", { class: "error", "data-error": "" }, String(err.message || err))));
 }
 
