@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 
+from api import console
 from api.routes import SessionDep, Store, db_reason, get_session, router
 from api.store.db import StoreError, make_engine
 
@@ -49,6 +50,7 @@ def create_app(*, db_url: str, topology: dict | None = None) -> FastAPI:
     )
     app.state.store = Store(engine)
     app.state.topology = topology
+    console.install(app)  # first: its /incidents/stream is not an incident id
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StoreError, _database_unavailable)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def add(sub) -> None:
-    d = sub.add_parser("demo", help="generate a small faulty fabric, replay it, serve the API")
+    d = sub.add_parser("demo", help="generate a small faulty fabric, replay it, serve the console and the API")
     d.add_argument("--out", type=Path, default=Path("demo-out"))
     d.add_argument("--port", type=int, default=8000)
     d.add_argument("--seed", type=int, default=1)

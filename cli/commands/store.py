@@ -17,7 +17,7 @@ def add(sub) -> None:
     i.add_argument("--limit", type=count, help="at most N incidents, newest first (default: every match)")
     i.set_defaults(fn=run_incidents)
 
-    s = sub.add_parser("serve", help="serve the HTTP API")
+    s = sub.add_parser("serve", help="serve the HTTP API and the web console (/console/)")
     s.add_argument("--db", help=DB_HELP)
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
