@@ -251,12 +251,13 @@ def _parse_gnmic(events: list, raw: bytes | str, check_floats: bool) -> tuple[li
     metrics: list[Metric] = []
     rejects: list[Reject] = []
     for event in events:
-        doc = gnmic.event_document(event)
-        result = doc if doc.__class__ is tuple else parse_metric(doc, check_floats=check_floats)
-        if result.__class__ is Metric:
-            metrics.append(result)
-        else:
-            rejects.append(Reject(result[0], detail(result[1]), _text(raw) if len(events) == 1 else _dump(event)))
+        docs = gnmic.event_documents(event)
+        results = [docs] if docs.__class__ is tuple else [parse_metric(d, check_floats=check_floats) for d in docs]
+        for result in results:
+            if result.__class__ is Metric:
+                metrics.append(result)
+            else:
+                rejects.append(Reject(result[0], detail(result[1]), _text(raw) if len(events) == 1 else _dump(event)))
     return metrics, rejects
 
 
