@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from engine.jobs import JobBook
 from engine.k8s_pods import DEFAULT_JOB_LABELS, DEFAULT_TENANT_LABELS, PodLabels
+from engine.mapping import MappingSet, default_mappings
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline
 from engine.ports import AnomalyScorer
 from engine.topology import Topology, load_topology
@@ -28,6 +29,7 @@ class EngineSettings:
     jobs_file: Path | None = None  # jobs to preload (the workers also read them from the jobs topic)
     rule_files: tuple[Path, ...] = ()  # empty: the built-in catalogue
     models_dir: Path | None = None  # anomaly models from `fabric-rca train`; None: rules only
+    mapping_dirs: tuple[Path, ...] = ()  # folders of mapping files, tried before $FABRIC_RCA_MAPPINGS' and the shipped
     config: EngineConfig = field(default_factory=EngineConfig)  # ordering, ticks, correlation, learn rate
     pod_job_labels: tuple[str, ...] = DEFAULT_JOB_LABELS  # Kubernetes pod labels naming a pod's job, first wins
     pod_tenant_labels: tuple[str, ...] = DEFAULT_TENANT_LABELS  # ... and its tenant (else its namespace)
@@ -48,6 +50,7 @@ class EngineParts:
     jobs_file: Path | None = None
     models: "ModelSet | None" = None
     pod_labels: PodLabels = PodLabels()
+    mappings: MappingSet | None = None  # None: engine.mapping.default_mappings()
 
     def job_book(self) -> JobBook:
         """A fresh book of the preloaded jobs (each correlator holds its own)."""
@@ -81,19 +84,20 @@ def build_engine(settings: EngineSettings, *, topology: Topology | None = None,
         models = load_models(settings.models_dir)
     return EngineParts(rules=load_rules(list(settings.rule_files) or None), topology=topology,
                        roles={d: topology.role(d) for d in topology.devices()}, config=settings.config,
-                       jobs_file=settings.jobs_file, models=models, pod_labels=settings.pod_labels)
+                       jobs_file=settings.jobs_file, models=models, pod_labels=settings.pod_labels,
+                       mappings=default_mappings(settings.mapping_dirs))
 
 
 def new_pipeline(parts: EngineParts) -> Pipeline:
     """Both stages in one process (`replay`, `evaluate`)."""
     return Pipeline(rules=parts.rules, topology=parts.topology, jobs=parts.job_book(), config=parts.config,
-                    scorer=parts.scorer())
+                    scorer=parts.scorer(), mappings=parts.mappings)
 
 
 def new_detect_stage(parts: EngineParts, source: str) -> DetectStage:
     """Stage 1 for one source (a worker: one telemetry partition)."""
     return DetectStage(rules=parts.rules, roles=parts.roles, config=parts.config, source=source,
-                       scorer=parts.scorer())
+                       scorer=parts.scorer(), mappings=parts.mappings)
 
 
 def new_correlate_stage(parts: EngineParts, sources: Iterable[str]) -> CorrelateStage:

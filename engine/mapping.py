@@ -219,14 +219,15 @@ def folder_files(folder: Path) -> list[Path]:
 _cache: dict[str, MappingSet] = {}
 
 
-def default_mappings() -> MappingSet:
-    """The shipped mappings after those of the folders in $FABRIC_RCA_MAPPINGS (a user's
-    mapping of a measurement is tried before the shipped one). Loaded once per value."""
-    dirs = os.environ.get(ENV, "")
-    if dirs not in _cache:
-        extra = [p for d in dirs.split(os.pathsep) if d for p in folder_files(Path(d))]
-        _cache[dirs] = load_mappings(extra + shipped_files())
-    return _cache[dirs]
+def default_mappings(folders: tuple[Path, ...] = ()) -> MappingSet:
+    """The mappings of `folders` (--mappings), then of those in $FABRIC_RCA_MAPPINGS not
+    among them, then the shipped ones: a user's mapping of a measurement is tried before
+    the shipped one. Loaded once per list of folders."""
+    dirs = list(dict.fromkeys([str(f) for f in folders] + [d for d in os.environ.get(ENV, "").split(os.pathsep) if d]))
+    key = os.pathsep.join(dirs)
+    if key not in _cache:
+        _cache[key] = load_mappings([p for d in dirs for p in folder_files(Path(d))] + shipped_files())
+    return _cache[key]
 
 
 def load_mappings(paths: list[Path]) -> MappingSet:

@@ -419,9 +419,10 @@ class Pipeline:
     """Both stages in one process: what `replay` and `evaluate` run."""
 
     def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
-                 config: EngineConfig = EngineConfig(), scorer: AnomalyScorer | None = None):
+                 config: EngineConfig = EngineConfig(), scorer: AnomalyScorer | None = None,
+                 mappings: MappingSet | None = None):
         roles = {d: topology.role(d) for d in topology.devices()}
-        self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer)
+        self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer, mappings=mappings)
         self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config,
                                         opens_incident=scorer.opens_incident if scorer is not None else None)
         self.stats = self.detect.stats

@@ -153,7 +153,7 @@ def test_bad_gnmic_events_are_rejected_each():
 
 
 def test_shipped_files_check_clean():
-    assert len(SHIPPED) >= 7 and all(m.to in ("switch_port", "nic_port", "storage") for m in SHIPPED.mappings)
+    assert len(SHIPPED) >= 7 and all(m.to in ("switch_port", "switch_queue", "nic_port", "storage") for m in SHIPPED.mappings)
 
 
 @pytest.mark.parametrize("text, message", [

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -20,9 +19,6 @@ def add(sub) -> None:
     r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
     r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
     r.add_argument("--jobs-topic", default="fabric.jobs", help="jobs topic for --to-kafka")
-    r.add_argument("--mappings", type=Path, action="append", metavar="DIR",
-                   help="folder of mapping files for real exporters' measurements, tried before the shipped "
-                        "ones (repeatable; also $FABRIC_RCA_MAPPINGS)")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     kafka_security_arguments(r)
@@ -32,8 +28,6 @@ def add(sub) -> None:
 def run(args) -> int:
     if args.to_kafka:
         return _to_kafka(args)
-    if args.mappings:
-        use_mappings(args.mappings)
     from api.store.db import redacted_url
     from api.store.sink import StoreSink
     from cli.engine_flags import engine_settings
@@ -111,13 +105,3 @@ def _to_kafka(args) -> int:
     if stats.failed_files:
         print(failed_files_line(stats.failed_files, total=len(args.files)), file=sys.stderr)
     return replay_exit_code(stats.failed_files)
-
-
-def use_mappings(folders: list[Path]) -> None:
-    """Mapping folders for this process (before $FABRIC_RCA_MAPPINGS' and the shipped ones),
-    loaded now so that a bad file stops the command before it reads telemetry."""
-    from engine import mapping
-
-    dirs = [str(d) for d in folders] + [d for d in os.environ.get(mapping.ENV, "").split(os.pathsep) if d]
-    os.environ[mapping.ENV] = os.pathsep.join(dirs)
-    mapping.default_mappings()

@@ -41,6 +41,7 @@ def worker_settings(args):
     """The worker's settings from its flags, falling back to FABRIC_RCA_* variables."""
     from cli.engine_flags import engine_settings
     from compose.engine import load_models
+    from engine.mapping import default_mappings
     from streams import security
     from streams.settings import WorkerSettings
     from streams.topics import parse_bootstrap
@@ -48,6 +49,7 @@ def worker_settings(args):
     env = os.environ
     engine = engine_settings(args, env)
     load_models(engine.models_dir)  # fail now, with the reason, rather than inside the worker
+    default_mappings(engine.mapping_dirs)  # (MappingError names the file, the mapping and the key)
     bootstrap = args.bootstrap or env.get("FABRIC_RCA_BOOTSTRAP")
     if not bootstrap or engine.topology is None:
         raise CliError("--bootstrap (or FABRIC_RCA_BOOTSTRAP) and --topology (or FABRIC_RCA_TOPOLOGY) are required")
