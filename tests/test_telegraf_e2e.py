@@ -9,7 +9,8 @@ over SASL_SSL with SCRAM credentials to a broker of the test's own
 (`scripts/kafka-dev start --sasl-ssl`). deploy/telegraf.conf.example loads and gathers as
 shipped (`--test`), and its records map with nothing renamed.
 
-Needs the binary (`scripts/tools build telegraf`; CI builds it in .ci/run): missing, the
+Needs the binary (`scripts/tools build telegraf`; CI builds it in .ci/run; the `telegraf`
+fixture of conftest.py): missing, the
 tests fail under CI and are skipped elsewhere, with that reason.
 """
 from __future__ import annotations
@@ -26,14 +27,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import in_ci
 from engine.mapping import load_mappings, shipped_files
 from engine.normalize import parse_line
 from streams import security
 from streams.topics import ensure_topics, pipeline_topics
 from testkit.samples import samples_dir
 from testkit.services import KafkaDev
-from testkit.tools import telegraf_path, telegraf_ready
 from testkit.workers import Fleet
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka,
@@ -43,16 +42,6 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = samples_dir()
 SHIPPED = load_mappings(shipped_files())
 EXAMPLE = REPO / "deploy" / "telegraf.conf.example"
-
-
-@pytest.fixture(scope="module")
-def telegraf() -> Path:
-    if not telegraf_ready():
-        msg = f"no Telegraf at {telegraf_path()}: build it with `scripts/tools build telegraf` (about 8 min once)"
-        if in_ci():
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    return telegraf_path()
 
 
 def _scenario(tmp: Path) -> Path:
