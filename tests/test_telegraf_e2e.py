@@ -9,9 +9,8 @@ over SASL_SSL with SCRAM credentials to a broker of the test's own
 (`scripts/kafka-dev start --sasl-ssl`). deploy/telegraf.conf.example loads and gathers as
 shipped (`--test`), and its records map with nothing renamed.
 
-Needs the binary (`scripts/tools build telegraf`; CI builds it in .ci/run; the `telegraf`
-fixture of conftest.py): missing, the
-tests fail under CI and are skipped elsewhere, with that reason.
+Needs the binary (`scripts/tools build telegraf`; CI builds it in .ci/run): missing, the
+`telegraf` fixture (conftest.py) fails the tests under CI and skips them elsewhere, saying why.
 """
 from __future__ import annotations
 
