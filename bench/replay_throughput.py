@@ -178,11 +178,10 @@ def main() -> None:
     print("\n".join(head + lines))
     print(f"anomaly models add {added:+.0%} to the replay time (target <= +30 %)")
     each = ", ".join(f"{r[2]['seconds'] / r[1]['seconds'] - 1:+.0%}" for r in rounds)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     section = "\n".join([
         "## Replay throughput (`bench/replay_throughput.py`)",
         "",
-        f"Run {stamp} on {platform.machine()}, Python {platform.python_version()}, one process per run, "
+        _run_stamp() +
         f"same file ({rep['records']:,} records, {folder.name}), {args.repeat} rounds of the three runs, interleaved "
         "(this machine is shared and noisy): each row gives every round's time and the run of median time; ratios "
         "are the median of the ratios within a round. Target: >= 50,000 records/s and ratio >= 0.2; "
@@ -252,11 +251,10 @@ def mapped_main(args, folder: Path) -> None:
         each = ", ".join(f"{r[i]['seconds']:.1f}" for r in rounds)
         lines.append(f"| {label} | {m['records']:,} | {each} | {m['rate']:,.0f} | {m['peak_rss_mib']:.0f} | "
                      f"{m['incidents']} ({', '.join(m['causes'])}) |")
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     section = "\n".join([
         "## Mapped input (`bench/replay_throughput.py --mapped`)",
         "",
-        f"Run {stamp} on {platform.machine()}, Python {platform.python_version()}, one process per run, "
+        _run_stamp() +
         f"{args.repeat} rounds interleaved, the benchmark's scenario at {med[0]['records']:,} records ({folder.name}). "
         "The mapped file is the line-protocol one with every nic_port record written as Telegraf's inputs.ethtool "
         f"writes an mlx5 NIC (`ethtool`, driver=mlx5_core, link 1/0): {med[2]['mapped']:,} records "
@@ -274,6 +272,11 @@ def mapped_main(args, folder: Path) -> None:
     print(section)
     write_section(args.out, "## Mapped input", section)
     print(f"wrote {args.out}", file=sys.stderr)
+
+
+def _run_stamp() -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"Run {stamp} on {platform.machine()}, Python {platform.python_version()}, one process per run, "
 
 
 def _median(runs: list[dict]) -> dict:
