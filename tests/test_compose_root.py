@@ -194,3 +194,17 @@ def test_training_and_the_baselines_order_as_the_config_says():
     assert (order.lateness_s, order.lateness_intervals, order.max_lateness_s, order.skew_s) == (9.0, 2.0, 60.0, 15.0)
     args = parser().parse_args(["train", "--from", "x.jsonl", "--topology", "t.dot", "--out", "m", "--lateness", "9"])
     assert engine_settings(args).config == EngineConfig(lateness_s=9.0)
+
+
+def test_docs_deploy_tables_every_engine_flag_and_its_variable():
+    """docs/deploy.md's table is what operators read: a flag added to ENGINE_FLAGS without
+    a row there fails here."""
+    from pathlib import Path
+
+    from cli.engine_flags import ENGINE_FLAGS
+
+    rows = [line for line in (Path(__file__).parent.parent / "docs" / "deploy.md").read_text().splitlines()
+            if line.startswith("| `--")]
+    missing = [f.flag for f in ENGINE_FLAGS
+               if not any(line.startswith(f"| `{f.flag}") and f"`{f.env}`" in line for line in rows)]
+    assert not missing, f"docs/deploy.md has no row (flag and variable) for {missing}"
