@@ -41,7 +41,8 @@ def cmd_replay(args) -> int:
     if models is not None and not args.quiet:
         print(f"anomaly models from {args.models}: {models.describe()}", file=sys.stderr)
     db_url = _db(args)
-    sink = StoreSink(db_url, topology=topology.to_dict())
+    notifier = _notifier(args, console_default="http://127.0.0.1:8000", topology=args.topology)
+    sink = StoreSink(db_url, topology=topology.to_dict(), notifier=notifier)
     progress = Progress(enabled=False if args.quiet else None)
     failures: list = []  # files that broke part-way (engine.replay.FileFailure): reported, then exit 1
     stats = replay(pipeline, args.files, sink=sink.write, speed=args.speed, rejects_path=args.rejects,
@@ -49,6 +50,9 @@ def cmd_replay(args) -> int:
     progress.done()
     summary = stats.summary() | {"db": redacted_url(db_url), "rejects_file": str(args.rejects) if stats.rejects else None,
                                  "failed_files": [failure_dict(f) for f in failures]}
+    if notifier is not None:
+        unsent = notifier.close(timeout=30.0)
+        summary["notifications"] = {name: fig | {"unsent": unsent[name]} for name, fig in notifier.figures().items()}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -64,9 +68,23 @@ def cmd_replay(args) -> int:
             print(f"  halves merged: {summary['merged_halves']} ({summary['conflicting_fields']} conflicting fields)")
         for host, c in summary["clock_suspect_devices"].items():
             print(f"  device {host}'s clock is {c['ahead_s']:.0f} s ahead: {c['future_timestamps']} records quarantined")
+        for name, fig in summary.get("notifications", {}).items():
+            print(f"  {name}: {fig['sent']} sent, {fig['failures']} failed attempts, "
+                  f"{fig['refused'] + fig['dropped']} dropped, {fig['unsent']} unsent")
     if failures:
         print(failed_files_line(failures, total=len(args.files)), file=sys.stderr)
     return replay_exit_code(failures)
+
+
+def _notifier(args, *, console_default: str, topology):
+    """A started `notify.Notifier` for the command's notification flags, or None."""
+    from cli.notify_flags import notify_settings_from
+
+    settings = notify_settings_from(args, console_default=console_default, topology=topology)
+    if settings is None:
+        return None
+    from notify import Notifier
+    return Notifier(settings)
 
 
 def _replay_to_kafka(args) -> int:
@@ -139,6 +157,7 @@ def cmd_worker(args) -> int:
 def worker_settings(args):
     """The worker's settings from its flags, falling back to FABRIC_RCA_* variables."""
     from cli.engine_flags import engine_settings
+    from cli.notify_flags import notify_settings_from
     from compose.engine import load_models
     from streams import security
     from streams.settings import WorkerSettings
@@ -155,6 +174,7 @@ def worker_settings(args):
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir), idle_partition_s=args.idle_partition_s,
         kafka_security=security.from_args(args, env),
+        notify=notify_settings_from(args, console_default="http://127.0.0.1:8000", topology=engine.topology, env=env),
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
     topics = args.telemetry_topic or [t.strip() for t in env.get("FABRIC_RCA_TELEMETRY_TOPICS", "").split(",") if t.strip()]
@@ -204,10 +224,16 @@ def cmd_serve(args) -> int:
     from api.store.db import redacted_url
     from engine.topology import load_topology
 
+    from cli.notify_flags import notify_settings_from
+
     topology = load_topology(args.topology).to_dict() if args.topology else None
     db_url = _db(args)
+    notify = notify_settings_from(args, console_default=f"http://{args.host}:{args.port}", topology=args.topology)
     print(f"serving {redacted_url(db_url)} on http://{args.host}:{args.port} (API docs: /docs)", file=sys.stderr)
-    serve(db_url=db_url, host=args.host, port=args.port, topology=topology)
+    if notify is not None:
+        print("notifying " + ", ".join(n for n in (notify.alertmanager and f"Alertmanager {notify.alertmanager}",
+                                                  notify.webhook and f"webhook {notify.webhook}") if n), file=sys.stderr)
+    serve(db_url=db_url, host=args.host, port=args.port, topology=topology, notify=notify)
     return 0
 
 
@@ -335,6 +361,7 @@ def kafka_security_arguments(p: argparse.ArgumentParser) -> None:
 
 def parser() -> argparse.ArgumentParser:
     from cli.engine_flags import ORDER, add_engine_arguments
+    from cli.notify_flags import add_notify_arguments
     p = argparse.ArgumentParser(prog="fabric-rca", description="Root-cause diagnosis for AI-cluster RoCE fabrics.")
     sub = p.add_subparsers(dest="command", required=True)
     db_help = "SQLAlchemy URL or SQLite file (default: $FABRIC_RCA_DB, else sqlite:///fabric-rca.db)"
@@ -353,6 +380,7 @@ def parser() -> argparse.ArgumentParser:
                         "ones (repeatable; also $FABRIC_RCA_MAPPINGS)")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_notify_arguments(r)
     kafka_security_arguments(r)
     r.set_defaults(fn=cmd_replay)
 
@@ -369,6 +397,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--topology", type=Path, help="serve this topology at /topology (default: the one stored by replay)")
+    add_notify_arguments(s)
     s.set_defaults(fn=cmd_serve)
 
     g = sub.add_parser("simulate", help="generate a scenario: topology, jobs, telemetry and truth")
@@ -432,6 +461,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
     w.add_argument("--loglevel", default="WARNING", help="WARNING (default: quiet), INFO or DEBUG")
     w.add_argument("--log-format", choices=("json", "text"), default="json", help="structured JSON lines (default)")
+    add_notify_arguments(w)
     kafka_security_arguments(w)
     w.set_defaults(fn=cmd_worker)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from engine.jobs import JobBook
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline
-from engine.ports import AnomalyScorer
+from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology, load_topology
 from rules.loader import load_rules
 from rules.schema import RuleSet
@@ -37,6 +37,8 @@ class EngineParts:
     config: EngineConfig
     jobs_file: Path | None = None
     models: "ModelSet | None" = None
+    # The maintenance windows in force (an adapter's, e.g. api.maintenance.StoreWindows); None: none.
+    maintenance: MaintenanceSource | None = None
 
     def job_book(self) -> JobBook:
         """A fresh book of the preloaded jobs (each correlator holds its own)."""
@@ -74,7 +76,7 @@ def build_engine(settings: EngineSettings, *, topology: Topology | None = None,
 def new_pipeline(parts: EngineParts) -> Pipeline:
     """Both stages in one process (`replay`, `evaluate`)."""
     return Pipeline(rules=parts.rules, topology=parts.topology, jobs=parts.job_book(), config=parts.config,
-                    scorer=parts.scorer())
+                    scorer=parts.scorer(), maintenance=parts.maintenance)
 
 
 def new_detect_stage(parts: EngineParts, source: str) -> DetectStage:
@@ -87,4 +89,5 @@ def new_correlate_stage(parts: EngineParts, sources: Iterable[str]) -> Correlate
     """Stage 2, waiting for every named source before it applies anything."""
     scorer = parts.scorer()
     return CorrelateStage(topology=parts.topology, rules=parts.rules, jobs=parts.job_book(), config=parts.config,
-                          sources=sources, opens_incident=scorer.opens_incident if scorer is not None else None)
+                          sources=sources, opens_incident=scorer.opens_incident if scorer is not None else None,
+                          maintenance=parts.maintenance)
