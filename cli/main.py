@@ -35,12 +35,15 @@ def cmd_replay(args) -> int:
     from compose import build_engine, new_pipeline
     from engine.replay import replay
 
-    parts = build_engine(engine_settings(args))
+    from api.maintenance import StoreWindows
+
+    db_url = _db(args)
+    # the store's maintenance windows mark incidents as the engine publishes them
+    parts = dataclasses.replace(build_engine(engine_settings(args)), maintenance=StoreWindows(db_url))
     topology, models = parts.topology, parts.models
     pipeline = new_pipeline(parts)
     if models is not None and not args.quiet:
         print(f"anomaly models from {args.models}: {models.describe()}", file=sys.stderr)
-    db_url = _db(args)
     notifier = _notifier(args, console_default="http://127.0.0.1:8000", topology=args.topology)
     sink = StoreSink(db_url, topology=topology.to_dict(), notifier=notifier)
     progress = Progress(enabled=False if args.quiet else None)

@@ -55,11 +55,15 @@ class Notifier:
             return
         now = self.clock()
         for channel, outbox in zip(self.channels, self.outboxes):
-            try:
-                outbox.put(channel.accept(incidents, now))
-            except Exception:  # noqa: BLE001 - a notification bug must not stop the diagnosis
-                outbox.stats.failures += 1
-                log.exception("%s: could not queue %d incident change(s)", channel.name, len(incidents))
+            items = []
+            for incident in incidents:
+                try:
+                    items += channel.accept([incident], now)
+                except Exception as exc:  # noqa: BLE001 - one bad change must not stop the others or the diagnosis
+                    outbox.stats.failures += 1
+                    log.warning("%s: cannot notify incident %r: %s: %s", channel.name,
+                                incident.get("id") if isinstance(incident, dict) else incident, type(exc).__name__, exc)
+            outbox.put(items)
 
     def close(self, timeout: float = 10.0) -> dict[str, int]:
         """Deliver what waits (within `timeout` seconds overall), stop; receiver -> items left."""

@@ -66,6 +66,10 @@ class Alertmanager:
     def groups(self) -> list[dict]:
         return httpx.get(f"{self.url}/api/v2/alerts/groups", timeout=5.0).raise_for_status().json()
 
+    def groups_alerts(self) -> list[dict]:
+        """Every alert of every group (what Alertmanager routes)."""
+        return [a for g in self.groups() for a in g["alerts"]]
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
