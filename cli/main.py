@@ -491,6 +491,9 @@ def parser() -> argparse.ArgumentParser:
     kafka_security_arguments(tc)
     tc.set_defaults(fn=cmd_topics)
 
+    from cli.operations import add_operations_commands
+    add_operations_commands(sub, db_help=db_help)
+
     d = sub.add_parser("demo", help="generate a small faulty fabric, replay it, serve the API")
     d.add_argument("--out", type=Path, default=Path("demo-out"))
     d.add_argument("--port", type=int, default=8000)
