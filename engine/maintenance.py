@@ -67,3 +67,13 @@ def admin_down_reason(entity: Entity, admin_down: Collection[str] | Mapping[str,
     """Why `entity` is in maintenance by an admin-down interface, or None."""
     down = sorted(i for i in interfaces_of(entity, peer) if i in admin_down)
     return f"{', '.join(down)} admin-down" if down else None
+
+
+@dataclass(frozen=True)
+class StaticWindows:
+    """The `engine.ports.MaintenanceSource` of a fixed list (tests, `evaluate`)."""
+
+    items: tuple[Window, ...] = ()
+
+    def windows(self) -> tuple[Window, ...]:
+        return self.items
