@@ -64,18 +64,20 @@ receivers:
     am.stop()
 
 
-def test_one_alert_per_incident_grouped_and_resolved(alertmanager, receiver, scenario_dir, tmp_path):
-    folder = scenario_dir("pfc_storm")
+def _paced_replay(folder: Path, tmp_path: Path, db: str, *, alertmanager: str, webhook: str) -> subprocess.Popen:
     secret = tmp_path / "secret"
     secret.write_bytes(SECRET + b"\n")
-    db = f"sqlite:///{tmp_path / 'rca.db'}"
-    replay = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "cli.main", "replay", str(folder / "telemetry.jsonl.gz"),
          "--topology", str(folder / "topology.dot"), "--jobs", str(folder / "jobs.jsonl"), "--db", db,
          "--rejects", str(tmp_path / "rejects.jsonl"), "--speed", "20", "--quiet", "--fabric-name", "pod1",
-         "--alertmanager", alertmanager.url, "--console-url", "http://console.example:8000",
-         "--webhook", receiver.url + "/hook", "--webhook-secret-file", str(secret)],
+         "--alertmanager", alertmanager, "--console-url", "http://console.example:8000",
+         "--webhook", webhook, "--webhook-secret-file", str(secret)],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _while_firing(alertmanager: Alertmanager, replay: subprocess.Popen) -> tuple[list[dict], list[dict], str]:
+    """What Alertmanager lists (alerts, groups) the first time it lists anything during the replay."""
     firing: list[dict] = []
     groups: list[dict] = []
     while replay.poll() is None:  # the fault fires for a few seconds of the paced replay
@@ -85,6 +87,14 @@ def test_one_alert_per_incident_grouped_and_resolved(alertmanager, receiver, sce
         time.sleep(0.2)
     output = replay.stdout.read().decode()
     assert replay.returncode == 0, output
+    return firing, groups, output
+
+
+def test_one_alert_per_incident_grouped_and_resolved(alertmanager, receiver, scenario_dir, tmp_path):
+    db = f"sqlite:///{tmp_path / 'rca.db'}"
+    replay = _paced_replay(scenario_dir("pfc_storm"), tmp_path, db, alertmanager=alertmanager.url,
+                           webhook=receiver.url + "/hook")
+    firing, groups, output = _while_firing(alertmanager, replay)
 
     from sqlmodel import Session
 
