@@ -157,6 +157,7 @@ def precision_table(verdicts: list[dict], *, by_day: bool = True) -> list[dict]:
 # ---------------------------------------------------------------------- routes
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorPublic, "description": "the body is not JSON"},
     404: {"model": ErrorPublic, "description": "no incident with that id"},
     422: {"model": ErrorPublic, "description": "a body field is wrong (named in the detail)"},
     503: {"model": ErrorPublic, "description": "the database is not usable"},

@@ -98,7 +98,8 @@ def engine_windows(session: Session) -> list[Window]:
 
 # ---------------------------------------------------------------------- routes
 
-_ERRORS: dict[int | str, dict[str, Any]] = {422: {"model": ErrorPublic, "description": "a parameter is wrong"},
+_ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorPublic, "description": "the body is not JSON"},
+                                           422: {"model": ErrorPublic, "description": "a parameter is wrong"},
                                            503: {"model": ErrorPublic, "description": "the database is not usable"}}
 
 
@@ -148,6 +149,7 @@ class StoreWindows:
         self._engine = engine or make_engine(db_url or "")
         self.refresh_s = refresh_s
         self._windows: tuple[Window, ...] = ()
+        self._schema = False
         self._stop = threading.Event()
         self.refresh()
         self._thread = threading.Thread(target=self._run, name="fabric-rca-maintenance", daemon=True)
@@ -158,7 +160,9 @@ class StoreWindows:
 
     def refresh(self) -> None:
         try:
-            create_schema(self._engine)
+            if not self._schema:
+                create_schema(self._engine)
+                self._schema = True
             with Session(self._engine) as session:
                 self._windows = tuple(engine_windows(session))
         except Exception as exc:  # noqa: BLE001 - the store away: keep the windows last read

@@ -37,20 +37,22 @@ def cmd_replay(args) -> int:
 
     from api.maintenance import StoreWindows
 
+    parts = build_engine(engine_settings(args))
     db_url = _db(args)
-    # the store's maintenance windows mark incidents as the engine publishes them
-    parts = dataclasses.replace(build_engine(engine_settings(args)), maintenance=StoreWindows(db_url))
+    notifier = _notifier(args, console_default="http://127.0.0.1:8000", topology=args.topology)
+    sink = StoreSink(db_url, topology=parts.topology.to_dict(), notifier=notifier)
+    windows = StoreWindows(engine=sink.engine)  # the store's windows mark incidents as they are published
+    parts = dataclasses.replace(parts, maintenance=windows)
     topology, models = parts.topology, parts.models
     pipeline = new_pipeline(parts)
     if models is not None and not args.quiet:
         print(f"anomaly models from {args.models}: {models.describe()}", file=sys.stderr)
-    notifier = _notifier(args, console_default="http://127.0.0.1:8000", topology=args.topology)
-    sink = StoreSink(db_url, topology=topology.to_dict(), notifier=notifier)
     progress = Progress(enabled=False if args.quiet else None)
     failures: list = []  # files that broke part-way (engine.replay.FileFailure): reported, then exit 1
     stats = replay(pipeline, args.files, sink=sink.write, speed=args.speed, rejects_path=args.rejects,
                    progress=progress, on_file_error=failures.append)
     progress.done()
+    windows.close()
     summary = stats.summary() | {"db": redacted_url(db_url), "rejects_file": str(args.rejects) if stats.rejects else None,
                                  "failed_files": [failure_dict(f) for f in failures]}
     if notifier is not None:
