@@ -178,3 +178,30 @@ def test_the_api_server_notifies_what_the_store_holds_and_restores_it_after_a_re
     # the restarted server sent both open incidents again, then inc-a's resolution
     assert figures[sent] == 3
     assert figures['fabric_rca_notification_failures_total{receiver="alertmanager"}'] == 0
+
+
+@pytest.mark.kafka
+def test_a_worker_notifies_the_incidents_it_stores(alertmanager, receiver, scenario_dir, kafka_bootstrap, tmp_path):
+    """`fabric-rca worker --alertmanager --webhook`: the changes it stores reach both, counted
+    in its /metrics; at the end Alertmanager holds nothing active (the incident resolved)."""
+    from testkit.workers import Fleet
+
+    (tmp_path / "secret").write_bytes(SECRET)
+    fleet = Fleet(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap)
+    try:
+        base = fleet.start("w1", "--alertmanager", alertmanager.url, "--webhook", receiver.url + "/hook",
+                           "--webhook-secret-file", str(tmp_path / "secret"), "--fabric-name", "pod3")
+        assert fleet.publish().failed == 0
+        _until(lambda: any(r.json()["status"] == "resolved" for r in receiver.at("/hook")), timeout=120)
+        (stored,) = fleet.stored()
+        hooks = receiver.at("/hook")
+        assert all(verify(SECRET, r.body, r.headers[SIGNATURE_HEADER]) for r in hooks)
+        assert {r.json()["id"] for r in hooks} == {stored["id"]} and hooks[-1].json() == stored
+        sent = 'fabric_rca_notifications_sent_total{receiver="alertmanager"}'
+        _until(lambda: scrape(base).get(sent, 0) >= 2)  # firing, then resolved
+        figures = scrape(base)
+        assert figures['fabric_rca_notification_failures_total{receiver="alertmanager"}'] == 0
+        assert figures['fabric_rca_notifications_pending{receiver="webhook"}'] == 0
+        _until(lambda: alertmanager.alerts() == [])
+    finally:
+        fleet.stop()
