@@ -6,6 +6,7 @@ import time
 
 import httpx
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -175,3 +176,29 @@ def _until(condition, timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.02)
+
+
+def test_notification_flags_fall_back_to_variables_and_name_what_is_wrong(tmp_path, capsys, monkeypatch):
+    import argparse
+
+    from cli.main import main
+    from cli.notify_flags import add_notify_arguments, notify_settings_from
+
+    p = argparse.ArgumentParser()
+    add_notify_arguments(p)
+    env = {"FABRIC_RCA_ALERTMANAGER": "http://am:9093", "FABRIC_RCA_RESEND_S": "15", "FABRIC_RCA_FABRIC_NAME": "pod9"}
+    got = notify_settings_from(p.parse_args([]), console_default="http://h:1", topology=None, env=env)
+    assert (got.alertmanager, got.alerts.resend_s, got.alerts.fabric, got.alerts.console_url) == \
+        ("http://am:9093", 15.0, "pod9", "http://h:1")
+    assert notify_settings_from(p.parse_args([]), console_default="x", topology=None, env={}) is None
+    monkeypatch.delenv("FABRIC_RCA_WEBHOOK_SECRET", raising=False)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    for flags, words in [(["--webhook", "http://127.0.0.1:1/h"], "--webhook needs a secret"),
+                         (["--alertmanager", "am:9093"], "--alertmanager 'am:9093' is not an http:// or https:// URL"),
+                         (["--webhook", "http://h/", "--webhook-secret-file", str(tmp_path / "none")],
+                          "--webhook-secret-file")]:
+        assert main(["serve", "--db", db, *flags]) == 2  # refused before it serves
+        assert words in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--db", db, "--resend-s", "0", "--alertmanager", "http://am"])
+    assert "must be greater than 0" in capsys.readouterr().err
