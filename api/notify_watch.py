@@ -30,6 +30,7 @@ class StoreWatcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fabric-rca-store-watcher", daemon=True)
         self.polls = 0
+        self._schema = False
 
     def start(self) -> None:
         self._thread.start()
@@ -41,7 +42,9 @@ class StoreWatcher:
 
     def poll(self) -> None:
         """One look at the store (the thread's step; tests call it directly)."""
-        create_schema(self.engine)
+        if not self._schema:
+            create_schema(self.engine)
+            self._schema = True
         with Session(self.engine) as session:
             now_open = {i["id"]: i for i in repository.list_incidents(session, status="open", limit=None)}
             gone = [repository.get_incident(session, incident_id=iid) for iid in self._open if iid not in now_open]
