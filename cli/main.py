@@ -36,10 +36,11 @@ def cmd_replay(args) -> int:
     from engine.replay import replay
 
     from api.maintenance import StoreWindows
+    from cli.notify_flags import notifier_from
 
     parts = build_engine(engine_settings(args))
     db_url = _db(args)
-    notifier = _notifier(args, console_default="http://127.0.0.1:8000", topology=args.topology)
+    notifier = notifier_from(args, console_default="http://127.0.0.1:8000", topology=args.topology)
     sink = StoreSink(db_url, topology=parts.topology.to_dict(), notifier=notifier)
     windows = StoreWindows(engine=sink.engine)  # the store's windows mark incidents as they are published
     parts = dataclasses.replace(parts, maintenance=windows)
@@ -79,17 +80,6 @@ def cmd_replay(args) -> int:
     if failures:
         print(failed_files_line(failures, total=len(args.files)), file=sys.stderr)
     return replay_exit_code(failures)
-
-
-def _notifier(args, *, console_default: str, topology):
-    """A started `notify.Notifier` for the command's notification flags, or None."""
-    from cli.notify_flags import notify_settings_from
-
-    settings = notify_settings_from(args, console_default=console_default, topology=topology)
-    if settings is None:
-        return None
-    from notify import Notifier
-    return Notifier(settings)
 
 
 def _replay_to_kafka(args) -> int:

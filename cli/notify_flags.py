@@ -64,3 +64,12 @@ def notify_settings_from(args: argparse.Namespace, *, console_default: str, topo
                            secret_file=given["webhook_secret_file"], env=env, fabric=fabric,
                            console_url=given["console_url"] or console_default,
                            resend_s=given["resend_s"] or DEFAULT_RESEND_S)
+
+
+def notifier_from(args: argparse.Namespace, *, console_default: str, topology: Path | None):
+    """A started `notify.Notifier` for the command's notification flags, or None."""
+    settings = notify_settings_from(args, console_default=console_default, topology=topology)
+    if settings is None:
+        return None
+    from notify import Notifier
+    return Notifier(settings)
