@@ -169,3 +169,30 @@ def test_windows_through_the_cli(db_url, capsys):
     assert main(["maintenance", "delete", str(window["id"]), "--db", db_url]) == 0
     assert main(["maintenance", "list", "--db", db_url]) == 0
     assert "no maintenance windows" in capsys.readouterr().out
+
+
+def test_admin_down_ports_survive_a_checkpoint_and_join_no_incident():
+    import msgspec
+
+    from engine.correlate import Correlator, CorrelatorState
+    from engine.jobs import JobBook
+    from engine.topology import Topology
+    from engine.types import Symptom
+
+    topo = Topology.from_links(roles={"leaf02": "leaf", "gpu006": "host"}, links=[("gpu006:eth0", "leaf02:swp2")])
+    down = Symptom(key="port_admin_down@leaf02:swp2@1", kind="admin_down", family="maintenance",
+                   entity=Entity("interface", "leaf02:swp2"), device="leaf02", start=T0, last=T0, rule="port_admin_down")
+
+    def correlator() -> Correlator:
+        return Correlator(topology=topo, jobs=JobBook(), opens_incident=lambda rule: rule != "port_admin_down")
+
+    c = correlator()
+    c.add(down)
+    c.advance(T0 + 5)
+    assert c.open == {} and c.home == {} and list(c.admin_down) == ["leaf02:swp2"]
+    wire = msgspec.msgpack.encode(c.snapshot())  # the checkpoint's layout, through its codec's format
+    restored = correlator()
+    restored.restore(msgspec.msgpack.decode(wire, type=CorrelatorState))
+    assert restored.admin_down == c.admin_down
+    restored.add(dataclasses.replace(down, end=T0 + 9, last=T0 + 9))  # the port is back up
+    assert restored.admin_down == {}
