@@ -202,3 +202,18 @@ def test_notification_flags_fall_back_to_variables_and_name_what_is_wrong(tmp_pa
     with pytest.raises(SystemExit):
         main(["serve", "--db", db, "--resend-s", "0", "--alertmanager", "http://am"])
     assert "must be greater than 0" in capsys.readouterr().err
+
+
+def test_an_open_incidents_alert_is_resent_every_interval_until_it_resolves():
+    from notify.channels import AlertmanagerChannel
+
+    am = AlertmanagerChannel("http://127.0.0.1:1", SETTINGS)  # (nothing is sent: only what is due)
+    assert len(am.accept([incident("inc-1"), incident("inc-2", status="resolved",
+                                                   resolved_at="2025-11-29T07:12:00.000Z")], NOW)) == 2
+    assert am.tick(NOW + 59) == []
+    due = am.tick(NOW + 60)
+    assert [a["labels"]["incident_id"] for _, a in due] == ["inc-1"]  # only the open one
+    assert due[0][1]["endsAt"] == "2027-01-15T08:05:00.000Z"  # pushed on: 4 intervals after this send
+    assert am.tick(NOW + 100) == [] and len(am.tick(NOW + 120)) == 1
+    am.accept([incident("inc-1", status="resolved", resolved_at="2025-11-29T07:12:00.000Z")], NOW + 130)
+    assert am.tick(NOW + 180) == [] and am.tick(NOW + 1000) == [] and am.open_alerts == 0
