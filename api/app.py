@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 
+from api import console
 from api.operations import include_operations, new_watcher
 from api.routes import SessionDep, Store, db_reason, get_session, router
 from api.store.db import StoreError, make_engine
@@ -57,6 +58,7 @@ def create_app(*, db_url: str, topology: dict | None = None, notify=None) -> Fas
     app.state.store = Store(engine)
     app.state.topology = topology
     app.state.notifier = watcher.notifier if watcher is not None else None
+    console.install(app)  # first: its /incidents/stream is not an incident id
     app.include_router(router)
     include_operations(app)
     app.add_exception_handler(RequestValidationError, _invalid_request)

@@ -66,7 +66,14 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--topology", "FABRIC_RCA_TOPOLOGY", "topology", Path, "DOT, containerlab YAML or fabric-rca JSON",
                FILES),
     EngineFlag("--jobs", "FABRIC_RCA_JOBS", "jobs_file", Path,
-               "job_placement .jsonl or squeue --json document to preload (the worker also reads fabric.jobs)", FILES),
+               "jobs to preload: job_placement .jsonl, squeue --json / slurmrestd documents or kubectl get pods -o json, "
+               "by content (the worker also reads fabric.jobs)", FILES),
+    EngineFlag("--k8s-job-label", "FABRIC_RCA_K8S_JOB_LABELS", "pod_job_labels", str,
+               "with a kubectl get pods -o json jobs file or message: a pod label naming its job, first found "
+               "wins (repeatable; replaces the defaults listed in README.md)", FILES, metavar="KEY", repeat=True),
+    EngineFlag("--k8s-tenant-label", "FABRIC_RCA_K8S_TENANT_LABELS", "pod_tenant_labels", str,
+               "... and a pod label naming its tenant (else the namespace; repeatable)", FILES, metavar="KEY",
+               repeat=True),
     EngineFlag("--rules", "FABRIC_RCA_RULES", "rule_files", Path,
                "rule file (repeatable; variable: comma-separated; default: built-in catalogue)", FILES, repeat=True),
     EngineFlag("--models", "FABRIC_RCA_MODELS", "models_dir", Path,

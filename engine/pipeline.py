@@ -21,7 +21,7 @@ from engine.events import JOB, SYMPTOM, TICK, StageEvent, event_from_wire, event
 from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
 from engine.mapping import MappingSet, default_mappings
-from engine.normalize import parse_line
+from engine.normalize import Parser
 from engine.order import Reorderer
 from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology
@@ -133,7 +133,8 @@ class DetectStage:
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
         self.reorder = new_reorderer(config, stats=self.stats)
-        self.detector = Detector(rules, roles, scorer=scorer)
+        self.detector = Detector(rules, roles, scorer=scorer, interval_of=self.reorder.interval)
+        self._parse = Parser().parse_line  # the stage owns its parser's memo of checked tags
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
         self._next_tick: float | None = None
@@ -145,7 +146,7 @@ class DetectStage:
         take (`events()`, `take_rejects()`). Shaped for the common line (one record,
         nothing rejected, nothing released for detection): no calls besides the parse
         and the push, no properties, and a plain False."""
-        metrics, rejects = parse_line(line)
+        metrics, rejects = self._parse(line)
         known = self._known_fields
         for m in metrics:  # (a set lookup per record: all a contract record pays for mappings)
             if m.name not in known:

@@ -10,6 +10,7 @@ labels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from contract.times import parse_rfc3339, rfc3339
 
@@ -24,7 +25,7 @@ EXPIRY_RESENDS = 4
 @dataclass(frozen=True)
 class AlertSettings:
     fabric: str = "default"  # the `fabric` label: which fabric this engine watches
-    console_url: str = "http://127.0.0.1:8000"  # base of the console link in the annotations
+    console_url: str = "http://127.0.0.1:8000"  # the API's base URL: the console link points under it
     resend_s: float = 60.0  # wall seconds between resends of an open incident's alert
 
 
@@ -51,8 +52,12 @@ def incident_labels(incident: dict, settings: AlertSettings) -> Labels:
     return tuple(sorted((k, v) for k, v in labels.items() if v))
 
 
+CONSOLE_PAGE = "/console/#/incident/{id}"  # the console's incident page (api/static/console/app.js routes)
+
+
 def console_link(settings: AlertSettings, incident_id: str) -> str:
-    return f"{settings.console_url.rstrip('/')}/incidents/{incident_id}"
+    """The incident's page in the console served at `settings.console_url` (the API's base URL)."""
+    return settings.console_url.rstrip("/") + CONSOLE_PAGE.format(id=quote(incident_id, safe=""))
 
 
 def alert(incident: dict, labels: Labels, *, now: float, settings: AlertSettings, resolved: bool) -> dict:

@@ -115,7 +115,7 @@ def test_one_alert_per_incident_grouped_and_resolved(alertmanager, receiver, sce
         "job_ids": ",".join(sorted({j["job_id"] for j in inc["affected_jobs"]})),
     }
     assert alert["labels"]["entity"] == "gpu006:eth0" and alert["status"]["state"] == "active"
-    assert alert["annotations"]["console"] == f"http://console.example:8000/incidents/{inc['id']}"
+    assert alert["annotations"]["console"] == f"http://console.example:8000/console/#/incident/{inc['id']}"
     assert alert["annotations"]["title"].startswith("PFC pause storm from gpu006:eth0")
 
     assert len(groups) == 1 and groups[0]["labels"] == {"cause": "pfc_storm", "fabric": "pod1"}

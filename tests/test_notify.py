@@ -44,7 +44,7 @@ def test_an_open_incident_fires_with_the_console_link_and_expires_unless_resent(
     alerts, firing = transition(incident(), None, now=NOW, settings=SETTINGS)
     assert len(alerts) == 1 and firing is not None
     a = alerts[0]
-    assert a["annotations"]["console"] == "http://console.test:8000/incidents/inc-1" == a["generatorURL"]
+    assert a["annotations"]["console"] == "http://console.test:8000/console/#/incident/inc-1" == a["generatorURL"]
     assert a["annotations"]["title"] == "pfc_storm at gpu006:eth0"
     assert a["startsAt"] == "2025-11-29T07:08:41.019Z"
     assert a["endsAt"] == "2027-01-15T08:04:00.000Z"  # NOW + 4 resends of 60 s

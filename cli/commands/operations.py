@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from cli.common import DB_HELP
 from contract.entities import CAUSES
 
 
@@ -122,7 +123,7 @@ def cmd_feedback_export(args) -> int:
     return 0
 
 
-def add_operations_commands(sub, *, db_help: str) -> None:
+def add(sub) -> None:
     m = sub.add_parser("maintenance", help="maintenance windows: incidents on their entities are marked, not notified")
     msub = m.add_subparsers(dest="maintenance_command", required=True)
     ma = msub.add_parser("add", help="add a window")
@@ -160,5 +161,5 @@ def add_operations_commands(sub, *, db_help: str) -> None:
                     help="telemetry kept before and after each incident (default 300)")
     fe.set_defaults(fn=cmd_feedback_export)
     for p in (ma, ml, md, fa, fl, fe):
-        p.add_argument("--db", help=db_help)
+        p.add_argument("--db", help=DB_HELP)
         p.add_argument("--format", choices=("table", "json"), default="table")
