@@ -26,9 +26,10 @@ def serve(
     port: int = 8000,
     topology: dict | None = None,
     log_level: str = "warning",
+    notify=None,
 ) -> None:
     """Serve the API until interrupted (Ctrl-C / SIGTERM)."""
-    app = create_app(db_url=db_url, topology=topology)
+    app = create_app(db_url=db_url, topology=topology, notify=notify)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, **HTTP_OPTIONS)
     _Server(config).run()
 
@@ -47,7 +48,8 @@ class _Server(uvicorn.Server):
 
 @contextmanager
 def running_server(
-    *, db_url: str = "", topology: dict | None = None, timeout: float = 10.0, app: FastAPI | None = None
+    *, db_url: str = "", topology: dict | None = None, timeout: float = 10.0, app: FastAPI | None = None,
+    notify=None,
 ) -> Iterator[str]:
     """A real server on 127.0.0.1 (a free port) in a background thread; yields its base URL.
 
@@ -55,7 +57,7 @@ def running_server(
     listening socket is bound before the server starts, so the port cannot be taken
     in between. Returns once `/healthz` answers; stops the server on exit.
     """
-    app = app or create_app(db_url=db_url, topology=topology)
+    app = app or create_app(db_url=db_url, topology=topology, notify=notify)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -10,7 +10,7 @@ from engine.jobs import JobBook
 from engine.k8s_pods import DEFAULT_JOB_LABELS, DEFAULT_TENANT_LABELS, PodLabels
 from engine.mapping import MappingSet, default_mappings
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline
-from engine.ports import AnomalyScorer
+from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology, load_topology
 from rules.loader import load_rules
 from rules.schema import RuleSet
@@ -51,6 +51,8 @@ class EngineParts:
     models: "ModelSet | None" = None
     pod_labels: PodLabels = PodLabels()
     mappings: MappingSet | None = None  # None: engine.mapping.default_mappings()
+    # The maintenance windows in force (an adapter's, e.g. api.maintenance.StoreWindows); None: none.
+    maintenance: MaintenanceSource | None = None
 
     def job_book(self) -> JobBook:
         """A fresh book of the preloaded jobs (each correlator holds its own)."""
@@ -91,7 +93,7 @@ def build_engine(settings: EngineSettings, *, topology: Topology | None = None,
 def new_pipeline(parts: EngineParts) -> Pipeline:
     """Both stages in one process (`replay`, `evaluate`)."""
     return Pipeline(rules=parts.rules, topology=parts.topology, jobs=parts.job_book(), config=parts.config,
-                    scorer=parts.scorer(), mappings=parts.mappings)
+                    scorer=parts.scorer(), mappings=parts.mappings, maintenance=parts.maintenance)
 
 
 def new_detect_stage(parts: EngineParts, source: str) -> DetectStage:
@@ -104,4 +106,5 @@ def new_correlate_stage(parts: EngineParts, sources: Iterable[str]) -> Correlate
     """Stage 2, waiting for every named source before it applies anything."""
     scorer = parts.scorer()
     return CorrelateStage(topology=parts.topology, rules=parts.rules, jobs=parts.job_book(), config=parts.config,
-                          sources=sources, opens_incident=scorer.opens_incident if scorer is not None else None)
+                          sources=sources, opens_incident=scorer.opens_incident if scorer is not None else None,
+                          maintenance=parts.maintenance)

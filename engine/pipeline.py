@@ -23,7 +23,7 @@ from engine.jobs import JobBook, JobError, job_from_placement
 from engine.mapping import MappingSet, default_mappings
 from engine.normalize import Parser
 from engine.order import Reorderer
-from engine.ports import AnomalyScorer
+from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology
 from engine.types import Metric, Reject
 from rules.schema import RuleSet
@@ -322,14 +322,14 @@ class CorrelateStage:
 
     def __init__(self, *, topology: Topology, rules: RuleSet, jobs: JobBook | None = None,
                  config: EngineConfig = EngineConfig(), sources: Iterable[str] = (),
-                 opens_incident: Callable[[str], bool] | None = None):
+                 opens_incident: Callable[[str], bool] | None = None, maintenance: MaintenanceSource | None = None):
         # `opens_incident` answers for symptoms no rule of `rules` raised (the anomaly
         # scorer's: AnomalyScorer.opens_incident); rules answer for their own.
         def opens(rule: str) -> bool:
             return rules.opens_incident(rule) if opens_incident is None or rule in rules.opening else opens_incident(rule)
 
         self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
-                                     config=config.correlation)
+                                     config=config.correlation, maintenance=maintenance)
         self.sources = frozenset(sources)
         self._pending: list[StageEvent] = []
         self._ticks: dict[str, float] = {}  # source -> its latest tick
@@ -420,11 +420,12 @@ class Pipeline:
 
     def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
                  config: EngineConfig = EngineConfig(), scorer: AnomalyScorer | None = None,
-                 mappings: MappingSet | None = None):
+                 mappings: MappingSet | None = None, maintenance: MaintenanceSource | None = None):
         roles = {d: topology.role(d) for d in topology.devices()}
         self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer, mappings=mappings)
         self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config,
-                                        opens_incident=scorer.opens_incident if scorer is not None else None)
+                                        opens_incident=scorer.opens_incident if scorer is not None else None,
+                                        maintenance=maintenance)
         self.stats = self.detect.stats
 
     @property

@@ -261,6 +261,8 @@ class _IncidentRecord:
             "top_cause": top["cause"] if top else None,
             "top_entity_kind": top["entity_kind"] if top else None,
             "top_entity_id": top["entity_id"] if top else None,
+            "maintenance": bool(inc.get("maintenance")),
+            "maintenance_reason": inc.get("maintenance_reason"),
         }
         jobs = [_job_columns(iid, pos, j) for pos, j in enumerate(inc.get("affected_jobs") or [])]
         symptoms = [_symptom_columns(iid, pos, s) for pos, s in enumerate(inc.get("symptoms") or [])]
@@ -326,6 +328,8 @@ def _incident_dict(
         "resolved_at": rfc3339(row.resolved_at),
         "detected_at": rfc3339(row.detected_at),
         "title": row.title,
+        "maintenance": row.maintenance,
+        "maintenance_reason": row.maintenance_reason,
         "root_causes": [
             {
                 "rank": rc.rank,

@@ -62,6 +62,9 @@ class IncidentRow(SQLModel, table=True):
     top_cause: str | None = Field(default=None, index=True)
     top_entity_kind: str | None = Field(default=None, index=True)
     top_entity_id: str | None = Field(default=None, index=True)
+    # Root cause in a maintenance window or on an admin-down port: kept, not notified.
+    maintenance: bool = Field(default=False, index=True)
+    maintenance_reason: str | None = Field(default=None)
 
 
 class RootCauseRow(SQLModel, table=True):

@@ -1,6 +1,7 @@
 """`fabric-rca replay`: recorded telemetry through the engine into the store, or onto Kafka."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from cli.common import DB_HELP, db_url, kafka_security_arguments, positive
 
 def add(sub) -> None:
     from cli.engine_flags import add_engine_arguments
+    from cli.notify_flags import add_notify_arguments
     r = sub.add_parser("replay", help="replay recorded telemetry in-process into the store")
     r.add_argument("files", nargs="+", type=Path, metavar="FILE", help=".jsonl or .jsonl.gz telemetry")
     add_engine_arguments(r, from_env=False, required=("--topology",))
@@ -21,6 +23,7 @@ def add(sub) -> None:
     r.add_argument("--jobs-topic", default="fabric.jobs", help="jobs topic for --to-kafka")
     r.add_argument("--json", action="store_true", help="print the end summary as JSON")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_notify_arguments(r)
     kafka_security_arguments(r)
     r.set_defaults(fn=run)
 
@@ -33,23 +36,31 @@ def run(args) -> int:
     from cli.engine_flags import engine_settings
     from cli.progress import Progress
     from cli.run import failed_files_line, failure_dict, replay_exit_code
+    from api.maintenance import StoreWindows
+    from cli.notify_flags import notifier_from
     from compose import build_engine, new_pipeline
     from engine.replay import replay
 
     parts = build_engine(engine_settings(args))
-    topology, models = parts.topology, parts.models
-    pipeline = new_pipeline(parts)
-    if models is not None and not args.quiet:
-        print(f"anomaly models from {args.models}: {models.describe()}", file=sys.stderr)
     url = db_url(args)
-    sink = StoreSink(url, topology=topology.to_dict())
+    notifier = notifier_from(args, console_default="http://127.0.0.1:8000", topology=args.topology)
+    sink = StoreSink(url, topology=parts.topology.to_dict(), notifier=notifier)
+    windows = StoreWindows(engine=sink.engine)  # the store's windows mark incidents as they are published
+    parts = dataclasses.replace(parts, maintenance=windows)
+    pipeline = new_pipeline(parts)
+    if parts.models is not None and not args.quiet:
+        print(f"anomaly models from {args.models}: {parts.models.describe()}", file=sys.stderr)
     progress = Progress(enabled=False if args.quiet else None)
     failures: list = []  # files that broke part-way (engine.replay.FileFailure): reported, then exit 1
     stats = replay(pipeline, args.files, sink=sink.write, speed=args.speed, rejects_path=args.rejects,
                    progress=progress, on_file_error=failures.append)
     progress.done()
+    windows.close()
     summary = stats.summary() | {"db": redacted_url(url), "rejects_file": str(args.rejects) if stats.rejects else None,
                                  "failed_files": [failure_dict(f) for f in failures]}
+    if notifier is not None:
+        unsent = notifier.close(timeout=30.0)
+        summary["notifications"] = {name: fig | {"unsent": unsent[name]} for name, fig in notifier.figures().items()}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -72,6 +83,9 @@ def _print_summary(summary: dict, args) -> None:
         print(f"  halves merged: {summary['merged_halves']} ({summary['conflicting_fields']} conflicting fields)")
     for host, c in summary["clock_suspect_devices"].items():
         print(f"  device {host}'s clock is {c['ahead_s']:.0f} s ahead: {c['future_timestamps']} records quarantined")
+    for name, fig in summary.get("notifications", {}).items():
+        print(f"  {name}: {fig['sent']} sent, {fig['failures']} failed attempts, "
+              f"{fig['refused'] + fig['dropped']} dropped, {fig['unsent']} unsent")
 
 
 def _to_kafka(args) -> int:

@@ -9,6 +9,7 @@ from cli.common import DB_HELP, count, db_url
 
 
 def add(sub) -> None:
+    from cli.notify_flags import add_notify_arguments
     i = sub.add_parser("incidents", help="list stored incidents")
     i.add_argument("--db", help=DB_HELP)
     i.add_argument("--format", choices=("table", "json"), default="table")
@@ -22,6 +23,7 @@ def add(sub) -> None:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--topology", type=Path, help="serve this topology at /topology (default: the one stored by replay)")
+    add_notify_arguments(s)
     s.set_defaults(fn=run_serve)
 
 
@@ -52,10 +54,15 @@ def run_incidents(args) -> int:
 def run_serve(args) -> int:
     from api.server import serve
     from api.store.db import redacted_url
+    from cli.notify_flags import notify_settings_from
     from engine.topology import load_topology
 
     topology = load_topology(args.topology).to_dict() if args.topology else None
     url = db_url(args)
+    notify = notify_settings_from(args, console_default=f"http://{args.host}:{args.port}", topology=args.topology)
     print(f"serving {redacted_url(url)} on http://{args.host}:{args.port} (API docs: /docs)", file=sys.stderr)
-    serve(db_url=url, host=args.host, port=args.port, topology=topology)
+    if notify is not None:
+        print("notifying " + ", ".join(n for n in (notify.alertmanager and f"Alertmanager {notify.alertmanager}",
+                                                  notify.webhook and f"webhook {notify.webhook}") if n), file=sys.stderr)
+    serve(db_url=url, host=args.host, port=args.port, topology=topology, notify=notify)
     return 0

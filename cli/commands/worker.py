@@ -10,6 +10,7 @@ from cli.common import DB_HELP, CliError, db_url, kafka_security_arguments, posi
 
 def add(sub) -> None:
     from cli.engine_flags import add_engine_arguments
+    from cli.notify_flags import add_notify_arguments
     w = sub.add_parser("worker", help="run the faust-streaming workers on Kafka")
     w.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap (or FABRIC_RCA_BOOTSTRAP)")
     w.add_argument("--db", help=DB_HELP)
@@ -26,6 +27,7 @@ def add(sub) -> None:
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
     w.add_argument("--loglevel", default="WARNING", help="WARNING (default: quiet), INFO or DEBUG")
     w.add_argument("--log-format", choices=("json", "text"), default="json", help="structured JSON lines (default)")
+    add_notify_arguments(w)
     kafka_security_arguments(w)
     w.set_defaults(fn=run)
 
@@ -40,6 +42,7 @@ def run(args) -> int:
 def worker_settings(args):
     """The worker's settings from its flags, falling back to FABRIC_RCA_* variables."""
     from cli.engine_flags import engine_settings
+    from cli.notify_flags import notify_settings_from
     from compose.engine import load_models
     from engine.mapping import default_mappings
     from streams import security
@@ -58,6 +61,8 @@ def worker_settings(args):
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir), idle_partition_s=args.idle_partition_s,
         kafka_security=security.from_args(args, env),
+        notify=notify_settings_from(args, console_default="http://127.0.0.1:8000", topology=engine.topology,
+                                    env=env),
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
     topics = args.telemetry_topic or [t.strip() for t in env.get("FABRIC_RCA_TELEMETRY_TOPICS", "").split(",") if t.strip()]
