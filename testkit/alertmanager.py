@@ -1,6 +1,6 @@
 """A real Prometheus Alertmanager of one test's own, and a tiny HTTP receiver.
 
-The binary is built once by scripts/tool-alertmanager into the tool cache (outside the
+The binary is built once by `scripts/tools build alertmanager` into the tool cache (outside the
 clone); `FABRIC_RCA_ALERTMANAGER` names another. `Alertmanager` starts it on a free
 127.0.0.1 port with a config of the test's, clustering off, and waits for /-/ready.
 `Receiver` is an HTTP server on a free port that records every POST (path, headers, body).
@@ -8,7 +8,6 @@ clone); `FABRIC_RCA_ALERTMANAGER` names another. `Alertmanager` starts it on a f
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -20,15 +19,14 @@ import httpx
 
 from testkit.ports import free_port
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "tool-alertmanager"
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "tools"
 
 
 def alertmanager_binary() -> Path | None:
-    """The binary to run, or None when it is not built (scripts/tool-alertmanager builds it)."""
-    given = os.environ.get("FABRIC_RCA_ALERTMANAGER")
-    if given:
-        return Path(given)
-    path = Path(subprocess.run([str(SCRIPT), "--path"], capture_output=True, text=True, check=True).stdout.strip())
+    """The binary to run, or None when it is not built (`scripts/tools build alertmanager`;
+    the script also answers $FABRIC_RCA_ALERTMANAGER)."""
+    path = Path(subprocess.run([str(SCRIPT), "path", "alertmanager"], capture_output=True, text=True,
+                               check=True).stdout.strip())
     return path if path.exists() else None
 
 

@@ -1,4 +1,4 @@
-"""Incidents through a real Prometheus Alertmanager (scripts/tool-alertmanager builds it).
+"""Incidents through a real Prometheus Alertmanager (`scripts/tools build alertmanager` builds it).
 
 A paced replay of a pause-storm scenario pushes its incident with `--alertmanager` and
 `--webhook`; Alertmanager (route grouped by cause and fabric, a webhook receiver in this
@@ -30,7 +30,7 @@ SECRET = b"a shared secret"
 def binary() -> Path:
     found = alertmanager_binary()
     if found is None:
-        msg = "Alertmanager is not built: run scripts/tool-alertmanager"
+        msg = "Alertmanager is not built: run scripts/tools build alertmanager"
         if in_ci():
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
