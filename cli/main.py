@@ -154,6 +154,7 @@ def worker_settings(args):
         bootstrap=parse_bootstrap(bootstrap), db_url=_db(args), engine=engine,
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir), idle_partition_s=args.idle_partition_s,
+        rebuild_max_records=args.rebuild_max_records, rebuild_max_bytes=args.rebuild_max_bytes,
         kafka_security=security.from_args(args, env),
     )
     settings = WorkerSettings.with_prefix(args.topic_prefix, **common) if args.topic_prefix else WorkerSettings(**common)
@@ -427,6 +428,11 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--idle-partition-s", type=_positive, default=30.0, metavar="S",
                    help="correlation waits for every telemetry partition; one silent this many seconds longer "
                         "than the others is not waited for until it sends again (default 30)")
+    w.add_argument("--rebuild-max-records", type=_count, default=1_000_000, metavar="N",
+                   help="a stage whose checkpoint is refused re-reads at most the last N messages of its partition "
+                        "(default 1000000; 0: none)")
+    w.add_argument("--rebuild-max-bytes", type=_count, default=1 << 30, metavar="B",
+                   help="... and at most B bytes of them (default 1 GiB)")
     w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
     w.add_argument("--metrics-bind", default="127.0.0.1")
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
