@@ -29,7 +29,7 @@ class WorkerMetrics:
     dead_letter_failed: int = 0  # not acknowledged after every retry
     store_available: int = 1  # 0 while the store refuses writes
     store_pending_changes: int = 0  # incident changes waiting for the store
-    checkpoints_refused: int = 0  # snapshots a stage refused to restore (started fresh instead)
+    checkpoints_refused: int = 0  # snapshots a stage refused to restore (rebuilt from input instead)
     stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
     state_rebuilt_records: int = 0  # input messages re-read to rebuild stages whose snapshot was refused
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
