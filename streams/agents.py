@@ -144,11 +144,13 @@ class Agents:
         """The correlation's stage; `stop`, the offset of the symptoms message in hand,
         bounds the re-read of a stage whose snapshot was refused."""
         key = self.correlate_key
-        if key not in self.checkpoints.stages:  # new here: wall-time silence counts from now
-            if not self.expected:
-                counts = await patiently(self.read_partitions, "reading the telemetry topics' partition counts")
-                self.expected[:] = [telemetry_sources(counts)]
-            self.sources[:] = [Sources(self.expected[0], self.settings.idle_partition_s)]
+        held = self.checkpoints.stages.get(key)
+        if held is not None:
+            return held
+        if not self.expected:  # new here: wall-time silence counts from now
+            counts = await patiently(self.read_partitions, "reading the telemetry topics' partition counts")
+            self.expected[:] = [telemetry_sources(counts)]
+        self.sources[:] = [Sources(self.expected[0], self.settings.idle_partition_s)]
         return await self.checkpoints.stage(key, self.new_correlate, lambda fresh: self.rebuilder.run(
             key, fresh, topic=self.settings.symptoms_topic, partition=0, stop=stop, feed=self.reread_symptoms))
 
