@@ -308,16 +308,22 @@ class Reorderer:
         """The lower median of the voting devices' newest times: the established devices'
         (heard lately, with a history) once `quorum_devices` of them are (or all that are
         heard), else everybody's (a fabric starting)."""
-        check, stale, claims = self._checks, self.stale_checks, self._claims
+        check, stale, claims, devices = self._checks, self.stale_checks, self._claims, self._devices
         samples, span = self.history_samples, self.history_s
+        if not claims:  # (the common case, in one comprehension)
+            votes = [t for t, heard, first, n in devices.values()
+                     if check - heard <= stale and n >= samples and t - first >= span]
+            if votes and len(votes) >= self.quorum_devices:
+                votes.sort()
+                return votes[(len(votes) - 1) // 2]
         votes, new = [], []
-        for h, (t, heard, first, n) in self._devices.items():
+        for h, (t, heard, first, n) in devices.items():
             if check - heard <= stale:
                 vote = max(t, claims.get(h, -INF)) if claims else t
                 (votes if n >= samples and t - first >= span else new).append(vote)
         if len(votes) < min(self.quorum_devices, len(votes) + len(new)) or not votes:  # too few have a history
             votes += new
-            votes += [t for h, t in claims.items() if h not in self._devices]
+            votes += [t for h, t in claims.items() if h not in devices]
             if not votes:
                 return -INF
         votes.sort()
