@@ -25,6 +25,7 @@ COPY sim ./sim
 COPY evaluation ./evaluation
 COPY cli ./cli
 COPY streams ./streams
+COPY notify ./notify
 RUN pip install '.[postgres]' \
  && cd / && rm -rf /src
 

@@ -14,6 +14,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 
+from api import console
+from api.operations import include_operations, new_watcher
 from api.routes import SessionDep, Store, db_reason, get_session, router
 from api.store.db import StoreError, make_engine
 
@@ -29,16 +31,22 @@ milliseconds. The shape is contract section 6.
 """
 
 
-def create_app(*, db_url: str, topology: dict | None = None) -> FastAPI:
-    """An app serving the store at `db_url`; `topology`, if given, is what `/topology` serves.
+def create_app(*, db_url: str, topology: dict | None = None, notify=None) -> FastAPI:
+    """An app serving the store at `db_url`; `topology`, if given, is what `/topology` serves;
+    `notify` (`notify.NotifySettings`), if given, notifies what the store holds while the app runs.
 
     A bad URL raises `StoreError` here; a database that is down answers 503 later.
     """
     engine = make_engine(db_url)
+    watcher = new_watcher(engine, notify)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if watcher is not None:
+            watcher.start()
         yield
+        if watcher is not None:
+            watcher.stop()
         engine.dispose()
 
     app = FastAPI(
@@ -49,7 +57,10 @@ def create_app(*, db_url: str, topology: dict | None = None) -> FastAPI:
     )
     app.state.store = Store(engine)
     app.state.topology = topology
+    app.state.notifier = watcher.notifier if watcher is not None else None
+    console.install(app)  # first: its /incidents/stream is not an incident id
     app.include_router(router)
+    include_operations(app)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(StoreError, _database_unavailable)
     app.add_exception_handler(SQLAlchemyError, _database_unavailable)

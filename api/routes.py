@@ -82,6 +82,28 @@ def _id(description: str) -> Any:
     return Path(description=description, min_length=1, pattern=TEXT_PATTERN)
 
 
+def incident_filters(
+    status: Annotated[IncidentStatus | None, Query(description="open or resolved")] = None,
+    cause: Annotated[CauseName | None, Query(description="a root cause (contract section 5)")] = None,
+    entity: Annotated[str | None, _text("an entity id or a device name")] = None,
+    job: Annotated[str | None, _text("an affected job id")] = None,
+    tenant: Annotated[str | None, _text("an affected job's tenant")] = None,
+    since: Annotated[str | None, _time_query()] = None,
+    until: Annotated[str | None, _time_query()] = None,
+) -> dict[str, Any]:
+    """The incident filters of the query (`GET /incidents` and its stream), decoded."""
+    since_at, until_at = parse_time("since", since), parse_time("until", until)
+    if since_at and until_at and since_at > until_at:
+        raise _invalid("since", since, f"since ({since}) is after until ({until})")
+    return {
+        "status": status, "cause": cause, "entity": entity, "job": job, "tenant": tenant,
+        "since": since_at, "until": until_at,
+    }  # fmt: skip
+
+
+FiltersDep = Annotated[dict[str, Any], Depends(incident_filters)]
+
+
 @router.get(
     "/healthz",
     response_model=HealthPublic,
@@ -116,23 +138,10 @@ def list_incidents(
     request: Request,
     response: Response,
     session: SessionDep,
-    status: Annotated[IncidentStatus | None, Query(description="open or resolved")] = None,
-    cause: Annotated[CauseName | None, Query(description="a root cause (contract section 5)")] = None,
-    entity: Annotated[str | None, _text("an entity id or a device name")] = None,
-    job: Annotated[str | None, _text("an affected job id")] = None,
-    tenant: Annotated[str | None, _text("an affected job's tenant")] = None,
-    since: Annotated[str | None, _time_query()] = None,
-    until: Annotated[str | None, _time_query()] = None,
+    filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="incidents to skip")] = 0,
 ) -> list[dict]:
-    since_at, until_at = parse_time("since", since), parse_time("until", until)
-    if since_at and until_at and since_at > until_at:
-        raise _invalid("since", since, f"since ({since}) is after until ({until})")
-    filters: dict[str, Any] = {
-        "status": status, "cause": cause, "entity": entity, "job": job, "tenant": tenant,
-        "since": since_at, "until": until_at,
-    }  # fmt: skip
     items = repository.list_incidents(session, **filters, limit=limit, offset=offset)
     total = repository.count_incidents(session, **filters)
     response.headers["X-Total-Count"] = str(total)

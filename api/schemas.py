@@ -69,6 +69,11 @@ class IncidentPublic(_Public):
         description=f"{_TIME}: the event-time watermark when the engine first published it"
     )
     title: str
+    maintenance: bool = Field(
+        default=False,
+        description="the root cause lies in a maintenance window or on an admin-down port: kept, not notified",
+    )
+    maintenance_reason: str | None = Field(default=None, description="which window or port; null when not in maintenance")
     root_causes: list[RootCausePublic] = Field(description="ranked, best first")
     affected_jobs: list[AffectedJobPublic]
     symptoms: list[SymptomPublic]

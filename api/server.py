@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from api.app import create_app
 from api.http_limits import MAX_REQUEST_HEAD, BoundedH11Protocol
@@ -25,28 +26,44 @@ def serve(
     port: int = 8000,
     topology: dict | None = None,
     log_level: str = "warning",
+    notify=None,
 ) -> None:
     """Serve the API until interrupted (Ctrl-C / SIGTERM)."""
-    app = create_app(db_url=db_url, topology=topology)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, **HTTP_OPTIONS)
+    app = create_app(db_url=db_url, topology=topology, notify=notify)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, **HTTP_OPTIONS)
+    _Server(config).run()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn waits for every open connection before it stops, and an event stream
+    (`GET /incidents/stream`) never ends by itself: shutting down first tells the
+    streams to end (api/stream.py), so Ctrl-C or SIGTERM stops the server at once."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        stream = getattr(getattr(self.config.app, "state", None), "stream", None)
+        if stream is not None:
+            stream.closing.set()
+        await super().shutdown(sockets=sockets)
 
 
 @contextmanager
 def running_server(
-    *, db_url: str, topology: dict | None = None, timeout: float = 10.0
+    *, db_url: str = "", topology: dict | None = None, timeout: float = 10.0, app: FastAPI | None = None,
+    notify=None,
 ) -> Iterator[str]:
     """A real server on 127.0.0.1 (a free port) in a background thread; yields its base URL.
 
-    The listening socket is bound before the server starts, so the port cannot be taken
+    It serves `app` if given (one a test has tuned), else a new app of `db_url`. The
+    listening socket is bound before the server starts, so the port cannot be taken
     in between. Returns once `/healthz` answers; stops the server on exit.
     """
-    app = create_app(db_url=db_url, topology=topology)
+    app = app or create_app(db_url=db_url, topology=topology, notify=notify)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", **HTTP_OPTIONS)
-    server = uvicorn.Server(config)
+    server = _Server(config)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name=f"fabric-rca-api-{port}", daemon=True
     )

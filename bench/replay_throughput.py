@@ -13,6 +13,14 @@ then measures, in fresh subprocesses on the same file so peak memory is per run:
 peak RSS, the ratio replay/raw and the time the models add (medians of the ratios within
 a round). A ratio within one run is meaningful on a shared, noisy machine; absolute
 numbers less so.
+
+    .venv/bin/python bench/replay_throughput.py --mapped [--records 300000]
+
+measures the mapped path instead (its own section of docs/benchmarks.md): the same
+scenario written once more in Influx line protocol, as contract records and with every
+nic_port record as Telegraf's inputs.ethtool writes it (`ethtool`, tag driver=mlx5_core,
+link 1/0), which the shipped mapping telegraf_ethtool_mlx5 turns back into nic_port;
+each replayed by the full pipeline beside the JSON file.
 """
 from __future__ import annotations
 
@@ -84,7 +92,7 @@ def run_raw(folder: Path) -> dict:
     return {"records": n, "seconds": time.perf_counter() - t0}
 
 
-def run_replay(folder: Path, models_dir: Path | None = None) -> dict:
+def run_replay(folder: Path, models_dir: Path | None = None, telemetry: Path | None = None) -> dict:
     from cli.run import build_pipeline, load_models
     from engine.replay import replay
     from engine.topology import load_topology
@@ -93,8 +101,11 @@ def run_replay(folder: Path, models_dir: Path | None = None) -> dict:
                               rule_files=None, models=load_models(models_dir))
     latest: dict[str, dict] = {}
     t0 = time.perf_counter()
-    stats = replay(pipeline, [folder / "telemetry.jsonl.gz"], sink=lambda ch: latest.update((i["id"], i) for i in ch))
-    return {"records": stats.records, "seconds": time.perf_counter() - t0, "incidents": len(latest)}
+    stats = replay(pipeline, [telemetry or folder / "telemetry.jsonl.gz"],
+                   sink=lambda ch: latest.update((i["id"], i) for i in ch))
+    causes = sorted({r["cause"] for i in latest.values() for r in i["root_causes"][:1]})
+    return {"records": stats.records, "seconds": time.perf_counter() - t0, "incidents": len(latest),
+            "mapped": sum(stats.mapped.values()), "causes": causes}
 
 
 def child(mode: str, folder: Path) -> None:
@@ -105,6 +116,10 @@ def child(mode: str, folder: Path) -> None:
         result = run_raw(folder)
     elif mode == "replay":
         result = run_replay(folder)
+    elif mode.startswith("file:"):
+        result = run_replay(folder, telemetry=Path(mode.split(":", 1)[1]))
+    elif mode.startswith("map:"):
+        result = run_map(Path(mode.split(":", 1)[1]))
     else:  # models:DIR
         result = run_replay(folder, Path(mode.split(":", 1)[1]))
     result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -126,6 +141,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--child", nargs=2, metavar=("MODE", "DIR"))
     ap.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--mapped", action="store_true", help="measure the mapped path (its own section)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds of the three runs, interleaved; the median is reported")
     args = ap.parse_args()
@@ -138,6 +154,9 @@ def main() -> None:
     out = subprocess.run([sys.executable, __file__, "--prepare", "--records", str(args.records), "--cache",
                           str(args.cache)], check=True, stdout=subprocess.PIPE, text=True)
     folder, models_dir = (Path(p) for p in json.loads(out.stdout.strip().splitlines()[-1]))
+    if args.mapped:
+        mapped_main(args, folder)
+        return
     rounds = []
     for i in range(args.repeat):  # interleaved, so that a noisy minute hits the three alike
         print(f"round {i + 1} of {args.repeat}: raw, replay, replay with models ...", file=sys.stderr)
@@ -161,11 +180,10 @@ def main() -> None:
     print("\n".join(head + lines))
     print(f"anomaly models add {added:+.0%} to the replay time (target <= +30 %)")
     each = ", ".join(f"{r[2]['seconds'] / r[1]['seconds'] - 1:+.0%}" for r in rounds)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     section = "\n".join([
         "## Replay throughput (`bench/replay_throughput.py`)",
         "",
-        f"Run {stamp} on {platform.machine()}, Python {platform.python_version()}, one process per run, "
+        _run_stamp() +
         f"same file ({rep['records']:,} records, {folder.name}), {args.repeat} rounds of the three runs, interleaved "
         "(this machine is shared and noisy): each row gives every round's time and the run of median time; ratios "
         "are the median of the ratios within a round. Target: >= 50,000 records/s and ratio >= 0.2; "
@@ -182,6 +200,108 @@ def main() -> None:
     ])
     write_section(args.out, "## Replay throughput", section)
     print(f"wrote {args.out}", file=sys.stderr)
+
+
+def write_line_protocol(folder: Path) -> tuple[Path, Path]:
+    """The scenario's telemetry in line protocol, once (cached beside it): contract
+    records, and the same with nic_port records as inputs.ethtool writes them."""
+    import gzip
+
+    from engine.lineproto import dumps
+    from engine.normalize import parse_line
+    from engine.replay import open_lines
+
+    lp, mapped = folder / "telemetry-contract.lp.gz", folder / "telemetry-ethtool.lp.gz"
+    if lp.exists() and mapped.exists():
+        return lp, mapped
+    print(f"writing {lp.name} and {mapped.name} (once) ...", file=sys.stderr)
+    with gzip.open(lp, "wt", compresslevel=1) as a, gzip.open(mapped, "wt", compresslevel=1) as b:
+        for line in open_lines(folder / "telemetry.jsonl.gz"):
+            for m in parse_line(line)[0]:
+                ns = round(m.ts * 1e9)
+                a.write(dumps(m.name, m.tags, m.fields, ns) + "\n")
+                if m.name == "nic_port":
+                    fields = {k: ({"up": 1, "down": 0}.get(v, v) if k == "link" else v) for k, v in m.fields.items()}
+                    b.write(dumps("ethtool", {"driver": "mlx5_core", **m.tags}, fields, ns) + "\n")
+                else:
+                    b.write(dumps(m.name, m.tags, m.fields, ns) + "\n")
+    return lp, mapped
+
+
+def run_map(path: Path, n: int = 50_000) -> dict:
+    """The mapping alone: the shipped mappings' `map` over the file's first `n` ethtool records."""
+    from engine.mapping import load_mappings, shipped_files
+    from engine.normalize import parse_line
+    from engine.replay import open_lines
+
+    mappings = load_mappings(shipped_files())
+    records = []
+    for line in open_lines(path):
+        if line.startswith(b"ethtool,"):
+            records.extend(parse_line(line)[0])
+            if len(records) >= n:
+                break
+    t0 = time.perf_counter()
+    for m in records:
+        mappings.map(m)
+    return {"records": len(records), "seconds": time.perf_counter() - t0, "fields": len(records[0].fields)}
+
+
+MAPPED_MODES = (("replay, JSON (contract names)", "replay"),
+                ("replay, line protocol (contract names)", "file:{lp}"),
+                ("replay, line protocol, nic_port as inputs.ethtool (mapped)", "file:{mapped}"))
+
+
+def mapped_main(args, folder: Path) -> None:
+    """--mapped: the JSON file, its line-protocol copy and the copy with ethtool records,
+    `--repeat` rounds interleaved; its own section of docs/benchmarks.md."""
+    lp, mapped = write_line_protocol(folder)
+    modes = [(label, mode.format(lp=lp, mapped=mapped)) for label, mode in MAPPED_MODES]
+    rounds = []
+    for i in range(args.repeat):
+        print(f"round {i + 1} of {args.repeat}: JSON, line protocol, mapped ethtool ...", file=sys.stderr)
+        rounds.append([measure(mode, folder) for _, mode in modes])
+    med = [_median([r[i] for r in rounds]) for i in range(3)]
+    alone = _median([measure(f"map:{mapped}", folder) for _ in range(args.repeat)])
+    ratio = statistics.median(r[2]["rate"] / r[1]["rate"] for r in rounds)
+    lp_ratio = statistics.median(r[1]["rate"] / r[0]["rate"] for r in rounds)
+    same = len({(m["incidents"], tuple(m["causes"])) for m in med}) == 1
+    head = ["| run | records | seconds of each round | records/s (median run) | peak RSS MiB | incidents (top causes) |",
+            "|---|---|---|---|---|---|"]
+    lines = []
+    for i, ((label, _), m) in enumerate(zip(modes, med)):
+        each = ", ".join(f"{r[i]['seconds']:.1f}" for r in rounds)
+        lines.append(f"| {label} | {m['records']:,} | {each} | {m['rate']:,.0f} | {m['peak_rss_mib']:.0f} | "
+                     f"{m['incidents']} ({', '.join(m['causes'])}) |")
+    section = "\n".join([
+        "## Mapped input (`bench/replay_throughput.py --mapped`)",
+        "",
+        _run_stamp() +
+        f"{args.repeat} rounds interleaved, the benchmark's scenario at {med[0]['records']:,} records ({folder.name}). "
+        "The mapped file is the line-protocol one with every nic_port record written as Telegraf's inputs.ethtool "
+        f"writes an mlx5 NIC (`ethtool`, driver=mlx5_core, link 1/0): {med[2]['mapped']:,} records "
+        f"({med[2]['mapped'] / med[2]['records']:.0%}) go through the shipped mapping `telegraf_ethtool_mlx5`.",
+        "",
+        *head, *lines,
+        "",
+        f"- mapped / unmapped line protocol (median of the rounds' ratios): {ratio:.2f}; "
+        f"line protocol / JSON: {lp_ratio:.2f}",
+        f"- the mapping alone (`MappingSet.map`, median of {args.repeat} runs over {alone['records']:,} ethtool "
+        f"records of {alone['fields']} fields): {alone['seconds'] / alone['records'] * 1e6:.1f} µs per record, "
+        f"{alone['rate']:,.0f} records/s",
+        f"- replay >= 50,000 records/s with mapping on: {med[2]['rate']:,.0f} -> "
+        f"{'met' if med[2]['rate'] >= 50_000 else '**MISS**'}",
+        f"- the same incidents from every input: {'yes' if same else '**NO**'}",
+        "",
+    ])
+    print(section)
+    write_section(args.out, "## Mapped input", section)
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+def _run_stamp() -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"Run {stamp} on {platform.machine()}, Python {platform.python_version()}, one process per run, "
 
 
 def _median(runs: list[dict]) -> dict:

@@ -1,6 +1,6 @@
 """What each speed trick of the replay hot path buys: a switch-off experiment.
 
-    PYTHONPATH=. .venv/bin/python bench/speed_tricks.py [--records 300000] [--rounds 3] [--only gc,isal]
+    PYTHONPATH=. .venv/bin/python bench/speed_tricks.py [--records 300000] [--rounds 3] [--only gc,tags_memo]
 
 Each trick is switched off in a fresh subprocess (a patch applied before the replay
 starts; nothing in the engine changes), on the same cached scenario as
@@ -37,19 +37,19 @@ class NoMemo(dict):
 
 
 def _no_fast_parse():
-    import engine.pipeline as pipeline
     from engine import normalize
-    pipeline.parse_line = normalize._parse_line  # orjson + parse_metric for every line
+    normalize.Parser.parse_line = lambda self, line: normalize._parse_line(line)  # orjson + parse_metric for every line
 
 
 def _no_tags_memo():
     from engine import normalize
-    normalize._tags_memo = NoMemo()  # every record's tags text decoded and checked again
+    init = normalize.Parser.__init__
 
+    def forgetful(self) -> None:
+        init(self)
+        self._tags = NoMemo()  # every record's tags text decoded and checked again
 
-def _no_series_memo():
-    from engine import normalize
-    normalize._series = NoMemo()  # every record's series key built again
+    normalize.Parser.__init__ = forgetful
 
 
 def _no_compiled_plans():
@@ -58,30 +58,10 @@ def _no_compiled_plans():
     features.compile_plan = reference_compute  # the plain definition instead of generated code
 
 
-def _no_isal():
-    from engine import replay
-    replay._gzip_open = replay._std_gzip_open
-
-
-def _no_inline_ts():
-    import inspect
-    import re
-
-    from engine import normalize
-    src = inspect.getsource(normalize._typed)  # _typed with every timestamp through _event_time
-    plain, n = re.subn(r"ts = rec\.timestamp.*else:\n\s+ts = _event_time\(ts\)\n",
-                       "ts = _event_time(rec.timestamp)\n", src, flags=re.S)
-    assert n == 1, "engine.normalize._typed changed: update this switch-off"
-    exec(compile(plain, "<_typed without inline timestamps>", "exec"), normalize.__dict__)
-
-
 TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "fast_parse": ("engine/normalize.py parse_line: typed msgspec decode", _no_fast_parse, False),
-    "tags_memo": ("engine/normalize.py _tags_memo: tags decoded once per series", _no_tags_memo, False),
-    "series_memo": ("engine/normalize.py _series_key memo", _no_series_memo, False),
+    "tags_memo": ("engine/normalize.py Parser._tags: tags decoded once per series", _no_tags_memo, False),
     "compiled_plans": ("engine/features_compile.py compile_plan (vs features_reference)", _no_compiled_plans, False),
-    "isal": ("engine/replay.py ISA-L gzip", _no_isal, False),
-    "inline_ts": ("engine/normalize.py _typed inline integer timestamps", _no_inline_ts, False),
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
 }
 

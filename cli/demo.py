@@ -30,8 +30,10 @@ def run_demo(*, out: Path, port: int, serve: bool, seed: int, cli: Callable[[lis
     if not serve:
         return 0
     base = f"http://127.0.0.1:{port}"
-    print(f"\nServing the API on {base} (Ctrl-C to stop). Try:\n"
+    print(f"\nServing the console and the API on {base} (Ctrl-C to stop). Try:\n"
+          f"  open {base}/console/ in a browser: the incidents (live), each one's causes and topology, the fabric\n"
           f"  curl -s {base}/incidents | python3 -m json.tool\n"
+          f"  curl -sN {base}/incidents/stream   (incident changes as they happen)\n"
           f"  curl -s '{base}/incidents?cause=pfc_storm'\n"
           f"  curl -s {base}/jobs/4242/incidents\n"
           f"  open {base}/docs for the OpenAPI reference\n", flush=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
@@ -48,7 +49,8 @@ class EngineFlag:
     help: str
     group: str = ENGINE
     metavar: str | None = None
-    repeat: bool = False  # a list: the flag repeats, the variable is comma-separated
+    repeat: bool = False  # a list: the flag repeats, the variable is separated by `sep`
+    sep: str = ","
 
     @property
     def dest(self) -> str:
@@ -66,9 +68,19 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--topology", "FABRIC_RCA_TOPOLOGY", "topology", Path, "DOT, containerlab YAML or fabric-rca JSON",
                FILES),
     EngineFlag("--jobs", "FABRIC_RCA_JOBS", "jobs_file", Path,
-               "job_placement .jsonl or squeue --json document to preload (the worker also reads fabric.jobs)", FILES),
+               "jobs to preload: job_placement .jsonl, squeue --json / slurmrestd documents or kubectl get pods -o json, "
+               "by content (the worker also reads fabric.jobs)", FILES),
+    EngineFlag("--k8s-job-label", "FABRIC_RCA_K8S_JOB_LABELS", "pod_job_labels", str,
+               "with a kubectl get pods -o json jobs file or message: a pod label naming its job, first found "
+               "wins (repeatable; replaces the defaults listed in README.md)", FILES, metavar="KEY", repeat=True),
+    EngineFlag("--k8s-tenant-label", "FABRIC_RCA_K8S_TENANT_LABELS", "pod_tenant_labels", str,
+               "... and a pod label naming its tenant (else the namespace; repeatable)", FILES, metavar="KEY",
+               repeat=True),
     EngineFlag("--rules", "FABRIC_RCA_RULES", "rule_files", Path,
                "rule file (repeatable; variable: comma-separated; default: built-in catalogue)", FILES, repeat=True),
+    EngineFlag("--mappings", "FABRIC_RCA_MAPPINGS", "mapping_dirs", Path,
+               "folder of mapping files for real exporters' measurements, tried before the shipped ones "
+               f"(repeatable; variable: {os.pathsep}-separated)", FILES, metavar="DIR", repeat=True, sep=os.pathsep),
     EngineFlag("--models", "FABRIC_RCA_MODELS", "models_dir", Path,
                "anomaly models trained by `fabric-rca train` (default: rules only)", FILES, metavar="DIR"),
     EngineFlag("--learn-rate", "FABRIC_RCA_LEARN_RATE", "config.learn_rate", unit,
@@ -111,7 +123,7 @@ def _from_env(f: EngineFlag, env: Mapping[str, str]):
     text = env.get(f.env, "").strip()
     if not text:
         return None
-    items = [t.strip() for t in text.split(",") if t.strip()] if f.repeat else [text]
+    items = [t.strip() for t in text.split(f.sep) if t.strip()] if f.repeat else [text]
     try:
         values = [f.kind(t) for t in items]
     except (argparse.ArgumentTypeError, ValueError) as exc:

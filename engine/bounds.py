@@ -14,6 +14,7 @@ MAX_TAGS = 64
 MAX_KEY_CHARS = 256  # a measurement name, a tag or field key
 MAX_TAG_CHARS = 4096  # a tag value
 MAX_STRING_CHARS = 65_536  # a string field (a job's expanded node list, a syslog message)
+MAX_MESSAGE_HOSTS = 262_144  # hosts the jobs of one scheduler document (squeue, pods) place, together
 DETAIL_CHARS = 200
 
 _CONTAINERS = (dict, list)

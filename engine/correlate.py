@@ -18,6 +18,8 @@ from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wi
 from engine.impact import affected_jobs
 from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_id
 from engine.jobs import JobBook
+from engine.maintenance import ADMIN_DOWN_FAMILY, admin_down_reason, window_reason
+from engine.ports import MaintenanceSource
 from engine.rank import Context, explain, hypotheses, rank
 from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
@@ -54,6 +56,7 @@ class CorrelatorState(msgspec.Struct, frozen=True):
     resolved: int
     jobs: list[BookEntry]
     changes: list[dict[str, Any]]  # incident changes not yet drained (contract JSON)
+    admin_down: dict[str, SymptomWire] = {}  # interface -> its admin-down symptom (added in 0.2)
 
 
 @dataclass
@@ -69,12 +72,20 @@ class Correlator:
     surges: dict[str, Symptom] = field(default_factory=dict)  # job id -> surge symptom
     opened: int = 0
     resolved: int = 0
+    maintenance: MaintenanceSource | None = None  # the windows in force (data, read by an adapter)
+    admin_down: dict[str, Symptom] = field(default_factory=dict)  # interface -> admin-down symptom
     _changes: list[dict] = field(default_factory=list)
 
     # --- input -----------------------------------------------------------------------
     def add(self, symptom: Symptom) -> None:
         """A symptom started or ended (the same key again means an update)."""
         s = dataclasses.replace(symptom, metrics=dict(symptom.metrics))
+        if s.family == ADMIN_DOWN_FAMILY:  # an operator's doing: marks incidents, joins none
+            if s.end is None:
+                self.admin_down[s.entity.id] = s
+            else:
+                self.admin_down.pop(s.entity.id, None)
+            return
         if s.kind == "nic_tx_saturated":
             if s.end is None:
                 self.saturated[s.device] = s
@@ -273,7 +284,16 @@ class Correlator:
                 self.add(sym)
 
     def _emit(self, inc: Incident) -> None:
+        if inc.maintenance is None and inc.root_causes:
+            inc.maintenance = self._maintenance(inc)
         self._changes.append(inc.to_dict())
+
+    def _maintenance(self, inc: Incident) -> str | None:
+        entity, peer = inc.root_causes[0].entity, self.topology.peer
+        reason = admin_down_reason(entity, self.admin_down, peer) if self.admin_down else None
+        if reason is None and self.maintenance is not None:
+            reason = window_reason(entity, inc.opened_at, self.maintenance.windows(), peer)
+        return reason
 
     def _forget(self, inc: Incident) -> None:
         del self.open[inc.id]
@@ -293,7 +313,8 @@ class Correlator:
             watermark=self.watermark, open=[inc.snapshot() for inc in self.open.values()], home=dict(self.home),
             saturated={h: symptom_to_wire(x) for h, x in self.saturated.items()},
             surges={j: symptom_to_wire(x) for j, x in self.surges.items()}, opened=self.opened,
-            resolved=self.resolved, jobs=self.jobs.to_dict()["jobs"], changes=list(self._changes))
+            resolved=self.resolved, jobs=self.jobs.to_dict()["jobs"], changes=list(self._changes),
+            admin_down={i: symptom_to_wire(x) for i, x in self.admin_down.items()})
 
     def restore(self, state: CorrelatorState) -> None:
         """Continue from `state`; ValueError (before any change) if it does not hold together."""
@@ -302,5 +323,6 @@ class Correlator:
         self.open, self.home = incidents, dict(state.home)
         self.saturated = {h: symptom_from_wire(x) for h, x in state.saturated.items()}
         self.surges = {j: symptom_from_wire(x) for j, x in state.surges.items()}
+        self.admin_down = {i: symptom_from_wire(x) for i, x in state.admin_down.items()}
         self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved
         self._changes = list(state.changes)

@@ -1,12 +1,16 @@
 """Stage 3: features -> symptoms, by the rules, with state per (rule, entity).
 
-A rule's symptom starts when its condition held in `hits` samples within `within_s`
-and ends after `clear_s` without a hit; a silence rule raises a symptom on a device that
-stopped reporting. Time is the event time of the records and of `advance(watermark)`:
-no wall clock.
+Persistence is judged in event seconds with a floor in samples of the series' own
+interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a rule's
+symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples within
+max(within_s, (that + 1) x I) and ends after max(clear_s, clear_samples x I) without a
+hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x
+its interval). Time is the event time of the records and of `advance(watermark)`: no
+wall clock. docs/design.md "Interval-invariant detection" says why.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from collections.abc import Iterable
@@ -21,6 +25,7 @@ from engine.ports import AnomalyScorer
 from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
 
+SAMPLED = frozenset(m for m, spec in MEASUREMENTS.items() if spec.counters)  # polled, not events
 _FIELD = re.compile(r"\{([A-Za-z0-9_]+)\}")
 
 
@@ -58,7 +63,23 @@ def symptom_key(rule_id: str, entity_id: str, start: float) -> str:
 Feature = bool | int | float | str | None
 
 
-class DetectorState(msgspec.Struct, frozen=True):
+def needed(rule: Rule, interval: float) -> int:
+    """Samples the condition must hold in at sample interval `interval`: `hits`, and
+    more than an episode shorter than `for_s` can reach. An episode of d seconds overlaps
+    at most ceil(d / interval) + 1 samples (it can straddle a sample boundary at each
+    end), so n = ceil(for_s / interval) + 2 samples prove it lasted about for_s or more,
+    whatever the interval and however strong the episode was."""
+    if rule.for_s <= 0:
+        return rule.hits
+    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 2)
+
+
+def clear_after(rule: Rule, interval: float) -> float:
+    """Seconds without a hit after which a symptom of `rule` ends."""
+    return max(rule.clear_s, rule.clear_samples * interval)
+
+
+class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):
     """The detector's state (a checkpoint). Its rules, roles and models come from the
     worker's files; the feature memory is `FeatureState`, the models' `ScorerState`."""
 
@@ -71,6 +92,8 @@ class DetectorState(msgspec.Struct, frozen=True):
     # Not yet drained: a key is the active or silent symptom of that key (one object,
     # still updated until drained), a symptom is one that ended.
     out: list[str | SymptomWire]
+    intervals: list[tuple[str, str, float]] = []  # rule id, entity id: the interval its run is judged in
+    probes: dict[str, str] = {}  # device -> a sampled series of it (its silence counts its intervals)
 
 
 def pending_out(out: list[Symptom], live: Iterable[Symptom]) -> list[str | SymptomWire]:
@@ -101,6 +124,11 @@ class Detector:
     _templates: dict[str, list] = field(default_factory=dict)
     _compute: dict[str, Callable] = field(default_factory=dict)  # measurement -> features and rule checks
     _out: list[Symptom] = field(default_factory=list)
+    # series -> its sample interval in seconds, or None while unknown (DetectStage: the
+    # reorderer's estimate). Without it every series counts as sampled each second.
+    interval_of: Callable[[str], float | None] | None = None
+    intervals: dict[tuple[str, str], float] = field(default_factory=dict)  # (rule, entity) -> I of its run
+    probes: dict[str, str] = field(default_factory=dict)  # device -> one of its sampled series
     # The anomaly scorer (engine.ports.AnomalyScorer): fed the same features, ticked with the rules.
     scorer: AnomalyScorer | None = None
     _modelled: frozenset[str] = frozenset()
@@ -127,6 +155,8 @@ class Detector:
         if ts > self.clock:
             self.clock = ts
         self.last_seen[host] = ts
+        if host not in self.probes and metric.name in SAMPLED:
+            self.probes[host] = metric.series
         if host in self.silent:
             sym = self.silent.pop(host)
             sym.end = ts
@@ -161,14 +191,18 @@ class Detector:
         ts = metric.ts
         key = (rule.id, eid)
         sym = self.active.get(key)
+        iv = self._interval(metric.series)
+        self.intervals[key] = iv
         if sym is None:
             dq = self.hits.get(key)
             if dq is None:
                 dq = self.hits[key] = deque()
             dq.append((ts, feats))
-            while dq[0][0] < ts - rule.within_s:
+            need = needed(rule, iv)
+            window = max(rule.within_s, (need + 1) * iv)
+            while dq[0][0] < ts - window:
                 dq.popleft()
-            if len(dq) < rule.hits:
+            if len(dq) < need:
                 return
             del self.hits[key]
             start = dq[0][0]
@@ -183,6 +217,15 @@ class Detector:
             self._out.append(sym)
         sym.last = ts
         _peaks(sym.metrics, rule, feats)
+
+    def _interval(self, series: str) -> float:
+        iv = self.interval_of(series) if self.interval_of is not None else None
+        return iv if iv else 1.0
+
+    def device_interval(self, device: str) -> float:
+        """The sample interval of one of the device's sampled series (1 s if unknown)."""
+        probe = self.probes.get(device)
+        return 1.0 if probe is None else self._interval(probe)
 
     def _entity(self, rule: Rule, metric: Metric) -> str | None:
         out = []
@@ -202,19 +245,24 @@ class Detector:
     def advance(self, watermark: float) -> None:
         """Event time has reached `watermark`: end quiet symptoms, raise silences."""
         now = min(watermark, self.clock)
+        intervals = self.intervals
         for key, sym in list(self.active.items()):
-            if sym.last < now - self._rules_of[key[0]].clear_s:
+            if sym.last < now - clear_after(self._rules_of[key[0]], intervals.get(key, 1.0)):
                 sym.end = sym.last
                 del self.active[key]
+                intervals.pop(key, None)
                 self._out.append(sym)
         for key, dq in list(self.hits.items()):
-            if dq[-1][0] < now - self._rules_of[key[0]].within_s:
+            rule, iv = self._rules_of[key[0]], intervals.get(key, 1.0)
+            if dq[-1][0] < now - max(rule.within_s, (needed(rule, iv) + 1) * iv):
                 del self.hits[key]
+                intervals.pop(key, None)
         for rule in self.rules.silence:
             for device, seen in self.last_seen.items():
                 if device in self.silent or self.roles.get(device) not in rule.roles:
                     continue
-                if now - seen >= rule.after_s:
+                quiet = now - seen
+                if quiet >= rule.after_s and quiet >= rule.after_intervals * self.device_interval(device):
                     sym = Symptom(
                         key=symptom_key(rule.id, device, seen), kind=rule.symptom, family=rule.family,
                         entity=Entity("switch", device), device=device, start=seen, last=now,
@@ -248,7 +296,8 @@ class Detector:
             active=[(r, e, symptom_to_wire(s)) for (r, e), s in self.active.items()],
             hits=[(r, e, [(ts, dict(f)) for ts, f in dq]) for (r, e), dq in self.hits.items()],
             last_seen=dict(self.last_seen), silent={d: symptom_to_wire(s) for d, s in self.silent.items()},
-            clock=self.clock, unresolved_entities=self.unresolved_entities, out=pending_out(self._out, live))
+            clock=self.clock, unresolved_entities=self.unresolved_entities, out=pending_out(self._out, live),
+            intervals=[(r, e, iv) for (r, e), iv in self.intervals.items()], probes=dict(self.probes))
 
     def restore(self, state: DetectorState) -> None:
         """Continue from `state`; ValueError (before any change) if it names a rule this
@@ -265,3 +314,5 @@ class Detector:
         self.hits = {(r, e): deque((ts, dict(f)) for ts, f in dq) for r, e, dq in state.hits}
         self.last_seen = dict(state.last_seen)
         self.clock, self.unresolved_entities = state.clock, state.unresolved_entities
+        self.intervals = {(r, e): iv for r, e, iv in state.intervals}
+        self.probes = dict(state.probes)

@@ -1,10 +1,13 @@
 """gnmic's `event` output format -> the documents the JSON path reads.
 
 A message is a JSON array of events `{name, timestamp (ns), tags, values {path: value}}`.
-Each event becomes one record: measurement = the event's name (gnmic's subscription name),
-tags = the event's tags plus `path` (the values' common parent path, keys `[...]` and
-module prefixes `openconfig-interfaces:` removed), fields = the paths' leaf names with `-`
-written `_` (`/interfaces/interface/state/counters/in-octets` -> `in_octets`). gnmic has
+Each event becomes one record per parent path of its values (one, mostly; a sonic-gnmi
+answer for `COUNTERS/Ethernet*/Queues` holds every queue's hash, `.../Queues/Ethernet0:3/
+SAI_QUEUE_STAT_PACKETS`, one record each): measurement = the event's name (gnmic's
+subscription name), tags = the event's tags plus `path` (that parent, keys `[...]` and
+module prefixes `openconfig-interfaces:` removed; `Ethernet0:3` is a key, not a prefix: a
+YANG name never starts with a digit), fields = the paths' leaf names with `-` written `_`
+(`/interfaces/interface/state/counters/in-octets` -> `in_octets`). gnmic has
 no collector `host` tag: when an event has none, `host` is its `source` with any `:port`
 stripped. Mappings (engine/mapping.py) then turn the record into a contract measurement.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import re
 
 _KEYS = re.compile(r"\[[^\]]*\]")
+_PREFIX = re.compile(r"^[^:]*:(?=[A-Za-z_]|$)")  # `module:` before a YANG name (never before a digit)
 
 
 def is_events(doc: object) -> bool:
@@ -20,8 +24,8 @@ def is_events(doc: object) -> bool:
     return doc.__class__ is list and bool(doc) and isinstance(doc[0], dict) and "values" in doc[0]
 
 
-def event_document(event: object) -> dict | tuple[str, str]:
-    """One event as a document, or (reason, detail)."""
+def event_documents(event: object) -> list[dict] | tuple[str, str]:
+    """One event as documents (one per parent path), or (reason, detail)."""
     if not isinstance(event, dict):
         return "bad_gnmic_event", f"an event is a {type(event).__name__}, not an object"
     values = event.get("values")
@@ -34,14 +38,18 @@ def event_document(event: object) -> dict | tuple[str, str]:
     paths = [_elements(p) for p in values]
     if not all(paths):
         return "bad_gnmic_event", "a value's path is empty"
-    fields = {p[-1].replace("-", "_"): v for p, v in zip(paths, values.values())}
-    tags["path"] = "/" + "/".join(_common_parent(paths))
     if not tags.get("host") and isinstance(tags.get("source"), str):
         tags["host"] = strip_port(tags["source"])
-    doc = {"name": event.get("name"), "tags": tags, "fields": fields}
-    if "timestamp" in event:
-        doc["timestamp"] = event["timestamp"]
-    return doc
+    by_parent: dict[str, dict] = {}
+    for p, v in zip(paths, values.values()):
+        by_parent.setdefault("/" + "/".join(p[:-1]), {})[p[-1].replace("-", "_")] = v
+    docs = []
+    for parent, fields in by_parent.items():
+        doc = {"name": event.get("name"), "tags": {**tags, "path": parent}, "fields": fields}
+        if "timestamp" in event:
+            doc["timestamp"] = event["timestamp"]
+        docs.append(doc)
+    return docs
 
 
 def strip_port(address: str) -> str:
@@ -58,18 +66,5 @@ def _elements(path: str) -> list[str]:
     if not isinstance(path, str):
         return []
     path = _KEYS.sub("", path)
-    elements = (e.rpartition(":")[2] for e in path.split("/"))  # (`module:` prefixes dropped)
+    elements = (_PREFIX.sub("", e) for e in path.split("/"))
     return [e for e in elements if e]
-
-
-def _common_parent(paths: list[list[str]]) -> list[str]:
-    first = paths[0][:-1]
-    n = len(first)
-    for p in paths[1:]:
-        parent = p[:-1]
-        n = min(n, len(parent))
-        for i in range(n):
-            if parent[i] != first[i]:
-                n = i
-                break
-    return first[:n]

@@ -61,6 +61,7 @@ class Incident:
     received_at: float = 0.0  # watermark when its first incident-opening symptom arrived
     can_open: bool = False  # holds a symptom that may open an incident on its own
     dirty: bool = True
+    maintenance: str | None = None  # why its root cause is under maintenance (engine.maintenance); sticks
 
     @property
     def published(self) -> bool:
@@ -94,6 +95,8 @@ class Incident:
             "resolved_at": rfc3339(self.resolved_at),
             "detected_at": rfc3339(self.detected_at),
             "title": self.title(),
+            "maintenance": self.maintenance is not None,
+            "maintenance_reason": self.maintenance,
             "root_causes": [rc.to_dict() for rc in self.root_causes],
             "affected_jobs": [j.to_dict() for j in self.affected_jobs],
             "symptoms": [s.to_dict() for s in symptoms],
@@ -105,7 +108,7 @@ class Incident:
             symptoms=[symptom_to_wire(s) for s in self.symptoms.values()], status=self.status,
             detected_at=self.detected_at, resolved_at=self.resolved_at, root_causes=list(self.root_causes),
             affected_jobs=list(self.affected_jobs), hosts_affected=self.hosts_affected, severity=self.severity,
-            received_at=self.received_at, can_open=self.can_open, dirty=self.dirty)
+            received_at=self.received_at, can_open=self.can_open, dirty=self.dirty, maintenance=self.maintenance)
 
     @classmethod
     def restore(cls, st: IncidentState) -> Incident:
@@ -116,7 +119,7 @@ class Incident:
                    status=st.status, detected_at=st.detected_at, resolved_at=st.resolved_at,
                    root_causes=list(st.root_causes), affected_jobs=list(st.affected_jobs),
                    hosts_affected=st.hosts_affected, severity=st.severity, received_at=st.received_at,
-                   can_open=st.can_open, dirty=st.dirty)
+                   can_open=st.can_open, dirty=st.dirty, maintenance=st.maintenance)
 
 
 class IncidentState(msgspec.Struct, frozen=True):
@@ -136,3 +139,4 @@ class IncidentState(msgspec.Struct, frozen=True):
     received_at: float
     can_open: bool
     dirty: bool
+    maintenance: str | None = None  # (added in 0.2; older checkpoints hold none)

@@ -1,4 +1,5 @@
-"""Jobs: where they run and when, from `job_placement` records or `squeue --json`.
+"""Jobs: where they run and when, from `job_placement` records or `squeue --json`
+(the files and messages that hold them: `engine.job_sources`).
 
 A job is known by snapshots; the newest one wins. Times are event times (seconds). A
 job holds its nodes over `[start, end)`; None is open on that side. A job seen in a
@@ -6,9 +7,7 @@ terminal state without an end time ended no later than the snapshot that said so
 """
 from __future__ import annotations
 
-import gzip
-import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from contract import times
@@ -127,13 +126,34 @@ def job_from_placement(*, tags: dict, fields: dict, ts: float) -> Job:
 
 
 def jobs_from_squeue(doc: dict, *, ts: float | None = None) -> list[Job]:
-    """Jobs of a Slurm `squeue --json` document. `ts` is when it was taken (default:
-    its `last_update`); it ends terminal jobs that carry no end time."""
+    """Jobs of a Slurm `squeue --json` / slurmrestd `/jobs` document (data_parser v0.0.37
+    to v0.0.44). `ts` is when it was taken (default: its `last_update`); it ends terminal
+    jobs that carry no end time."""
+    return list(iter_squeue_jobs(doc, ts=ts))
+
+
+def iter_squeue_jobs(doc: dict, *, ts: float | None = None,
+                     on_error: Callable[[JobError], None] | None = None) -> Iterator[Job]:
+    """`jobs_from_squeue` one job at a time, so whoever bounds the work can stop early;
+    with `on_error`, a job that cannot be read is handed to it and skipped."""
     records = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(records, list):
         raise JobError("squeue document has no 'jobs' list")
     taken = ts if ts is not None else epoch_seconds(doc.get("last_update"))
-    return [_squeue_job(rec, index=i, taken=taken) for i, rec in enumerate(records)]
+    for i, rec in enumerate(records):
+        try:
+            yield _squeue_job(rec, index=i, taken=taken)
+        except JobError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+
+
+def is_squeue_document(doc: object) -> bool:
+    """An squeue/slurmrestd jobs document: a `jobs` list, and none of a Telegraf metric's
+    or batch's keys (so a `job_placement` record is never read as one, nor one as it)."""
+    return (isinstance(doc, dict) and isinstance(doc.get("jobs"), list)
+            and not any(k in doc for k in ("name", "fields", "tags", "timestamp", "metrics")))
 
 
 def _squeue_job(rec: object, *, index: int, taken: float | None) -> Job:
@@ -193,76 +213,6 @@ def _storage(value: object) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(expand_hostlist(text)))
 
 
-# ------------------------------------------------------------------------ files
-
-
-def load_jobs(path: str | Path) -> list[tuple[float, Job]]:
-    """Job snapshots from a file, sorted by event time: JSON Lines (optionally .gz) of
-    `job_placement` Telegraf metrics, or an `squeue --json` document (.json). An
-    squeue job's event time is its start (else the document's time, else 0), so a
-    replay knows each job from the moment it runs."""
-    p = Path(path)
-    name = p.name.lower()
-    try:
-        if name.endswith(".json"):
-            return _load_squeue(p)
-        return _load_jsonl(p, gz=name.endswith(".gz"))
-    except FileNotFoundError:
-        raise JobError(f"{p}: no such jobs file") from None
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise JobError(f"{p}: cannot read jobs file: {exc}") from None
-
-
-def _load_squeue(p: Path) -> list[tuple[float, Job]]:
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise JobError(f"{p}, line {exc.lineno}: bad JSON: {exc.msg}") from None
-    try:
-        jobs = jobs_from_squeue(doc)
-        taken = epoch_seconds(doc.get("last_update"))
-    except JobError as exc:
-        raise JobError(f"{p}: {exc}") from None
-    snaps = [(job.start if job.start is not None else (taken or 0.0), job) for job in jobs]
-    return sorted(snaps, key=lambda s: s[0])
-
-
-def _load_jsonl(p: Path, *, gz: bool) -> list[tuple[float, Job]]:
-    snaps: list[tuple[float, Job]] = []
-    opener = gzip.open if gz else open
-    with opener(p, "rt", encoding="utf-8") as lines:
-        for lineno, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                snaps.extend(_jobs_of_message(json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise JobError(f"{p}, line {lineno}: bad JSON: {exc.msg}") from None
-            except JobError as exc:
-                raise JobError(f"{p}, line {lineno}: {exc}") from None
-    return sorted(snaps, key=lambda s: s[0])
-
-
-def _jobs_of_message(msg: object) -> Iterable[tuple[float, Job]]:
-    """Job snapshots in one Telegraf message (a metric or a `{"metrics": [...]}` batch);
-    other measurements are skipped, since a telemetry file may be passed as is."""
-    metrics = msg.get("metrics") if isinstance(msg, dict) and "metrics" in msg else [msg]
-    if not isinstance(metrics, list):
-        raise JobError("'metrics' must be a list")
-    for metric in metrics:
-        if not isinstance(metric, dict):
-            raise JobError("a metric must be a JSON object")
-        if metric.get("name") != "job_placement":
-            continue
-        tags, fields = metric.get("tags") or {}, metric.get("fields") or {}
-        if not isinstance(tags, dict) or not isinstance(fields, dict):
-            raise JobError("job_placement tags and fields must be objects")
-        ts = epoch_seconds(metric.get("timestamp"))
-        if ts is None:
-            raise JobError("job_placement record without a timestamp")
-        yield ts, job_from_placement(tags=tags, fields=fields, ts=ts)
-
-
 # ---------------------------------------------------------------------- the book
 
 
@@ -293,11 +243,14 @@ class JobBook:
         self._by_host: dict[str, set[str]] = {}
 
     @classmethod
-    def from_file(cls, path: str | Path | None) -> JobBook:
-        """The jobs of a job file (`load_jobs`), each as its latest snapshot; empty for None."""
+    def from_file(cls, path: str | Path | None, **options) -> JobBook:
+        """The jobs of a job file (`engine.job_sources.load_jobs`, with its `options`),
+        each as its latest snapshot; empty for None."""
+        from engine.job_sources import load_jobs  # (the readers of every source build on this module)
+
         book = cls()
         if path:
-            for _, job in load_jobs(path):
+            for _, job in load_jobs(path, **options):
                 book.update(job)
         return book
 

@@ -48,22 +48,33 @@ def parse_lines(text: str) -> list[dict | LineError]:
 
 
 def parse(line: str) -> dict:
-    """One stripped, non-empty line as a document; LineError says what is wrong."""
-    if "\\" not in line and '"' not in line:  # the common line: no escapes, no strings
-        head, sep, rest = line.partition(" ")
-        parts = rest.split(" ") if sep else []
-        simple = True
-    else:
-        head, parts = _split_head(line), None
-        rest = line[len(head) + 1:] if len(head) < len(line) else ""
-        parts = _split(rest, " ", quotes=True) if rest else []
-        simple = False
+    """One stripped, non-empty line as a document; LineError says what is wrong. Without a
+    backslash (nearly every line) the sections and fields are cut with str methods, also
+    around quoted strings (`_split_quoted`); with one, character by character
+    (`parse_escaped`, which reads any line the same way)."""
+    if "\\" in line:
+        return parse_escaped(line)
+    head, sep, rest = line.partition(" ")
+    quoted = '"' in rest
+    parts = (_split_quoted(rest, " ") if quoted else rest.split(" ")) if sep else []
+    return _document(head, parts, True, quoted)
+
+
+def parse_escaped(line: str) -> dict:
+    """`parse` for a line with escapes (`\\,`, `\\ `, `\\=`, `\\"`)."""
+    head = _split_head(line)
+    rest = line[len(head) + 1:] if len(head) < len(line) else ""
+    return _document(head, _split(rest, " ", quotes=True) if rest else [], False, True)
+
+
+def _document(head: str, parts: list[str], simple: bool, quoted: bool) -> dict:
     if len(parts) > 2 or (len(parts) == 2 and not parts[1]):
         raise LineError("lp_syntax", "more than one space between sections, or text after the timestamp")
     if not parts or not parts[0]:
         raise LineError("lp_no_fields", f"no field set after {head[:80]!r}")
     name, tags = _head(head, simple)
-    doc: dict = {"name": name, "tags": tags, "fields": _fields(parts[0], simple)}
+    fields = _fields(parts[0], simple) if not (simple and quoted) else _quoted_fields(parts[0])
+    doc: dict = {"name": name, "tags": tags, "fields": fields}
     if len(parts) == 2:
         doc["timestamp"] = _timestamp(parts[1])
     return doc
@@ -103,6 +114,43 @@ def _split(text: str, sep: str, *, quotes: bool) -> list[str]:
     return out
 
 
+def _split_quoted(text: str, sep: str) -> list[str]:
+    """`_split(text, sep, quotes=True)` for a text without backslashes: cut at each `sep`
+    outside double quotes, by str.split on the pieces between quotes."""
+    chunks = text.split('"')
+    if len(chunks) % 2 == 0:
+        raise LineError("lp_bad_string", f"a string field value is not closed: {text[:80]!r}")
+    out: list[str] = []
+    current = ""
+    for i, chunk in enumerate(chunks):
+        if i % 2:  # inside quotes
+            current += '"' + chunk + '"'
+            continue
+        pieces = chunk.split(sep)
+        current += pieces[0]
+        if len(pieces) > 1:
+            out.append(current)
+            out.extend(pieces[1:-1])
+            current = pieces[-1]
+    out.append(current)
+    return out
+
+
+def _quoted_fields(text: str) -> dict[str, object]:
+    """`_fields(text, simple=False)` for a field set without backslashes."""
+    fields: dict[str, object] = {}
+    for piece in _split_quoted(text, ","):
+        key, sep, value = piece.partition("=")
+        if not sep or not key or '"' in key:  # (a quote before the first `=`: no key)
+            raise LineError("lp_bad_field", f"field {piece[:80]!r} is not key=value")
+        digits = value[:-1]
+        if value[-1:] == "i" and digits.isdigit() and len(digits) < 19 and digits.isascii():  # (as in _fields)
+            fields[key] = int(digits)
+        else:
+            fields[key] = _value(key, value)
+    return fields
+
+
 def _head(head: str, simple: bool) -> tuple[str, dict[str, str]]:
     pieces = head.split(",") if simple else _split(head, ",", quotes=False)
     name = pieces[0] if simple else _NAME_ESCAPE.sub(r"\1", pieces[0])
@@ -124,7 +172,11 @@ def _fields(text: str, simple: bool) -> dict[str, object]:
         key, sep, value = piece.partition("=") if simple else _key_value(piece)
         if not sep or not key:
             raise LineError("lp_bad_field", f"field {piece[:80]!r} is not key=value")
-        fields[key if simple else _KEY_ESCAPE.sub(r"\1", key)] = _value(key, value)
+        digits = value[:-1]
+        if value[-1:] == "i" and digits.isdigit() and len(digits) < 19 and digits.isascii():  # (within int64)
+            fields[key if simple else _KEY_ESCAPE.sub(r"\1", key)] = int(digits)
+        else:
+            fields[key if simple else _KEY_ESCAPE.sub(r"\1", key)] = _value(key, value)
     return fields
 
 

@@ -6,6 +6,8 @@ A mapping file (YAML) holds `mappings:`, a list of
     match:
       measurement: ifcounters             # a name, a glob (`*`) or a list of them
       tags: {path: "/interfaces/interface/state/counters$"}  # optional: regex searched in the tag
+      fields: "^node_disk_"                # optional: regex, a field name of the record matches
+    value_fields: [counter, gauge, value]  # the value is in one of these, named by the measurement
     to: switch_port                        # a contract measurement
     tags:                                  # contract tag <- first present of these source tags
       host: {from: [source, host], strip_port: true}  # keep: true keeps the source tags
@@ -45,7 +47,9 @@ from engine.types import Metric
 ENV = "FABRIC_RCA_MAPPINGS"  # folders of extra mapping files, separated by os.pathsep
 CONVERSIONS = {"seconds_to_ms": 1000, "ms_to_seconds": 0.001, "us_to_ms": 0.001, "ns_to_ms": 1e-6,
                "bits_to_bytes": 0.125, "words_to_bytes": 4, "bps_to_mbps": 1e-6, "kbps_to_mbps": 0.001}
-MAPPING_KEYS = {"name", "description", "match", "to", "tags", "set_tags", "drop_tags", "fields", "strings_to_numbers"}
+MAPPING_KEYS = {"name", "description", "match", "to", "tags", "set_tags", "drop_tags", "fields", "strings_to_numbers",
+                "value_fields"}
+MATCH_KEYS = {"measurement", "tags", "fields"}
 FIELD_KEYS = {"to", "scale", "convert", "values", "number"}
 TAG_KEYS = {"from", "strip_port", "aliases", "keep", "pattern"}
 _ENTITY_TAG = re.compile(r"\{([a-z_]+)\}")
@@ -88,12 +92,18 @@ class Mapping:
     drop_tags: frozenset
     fields: dict
     strings_to_numbers: bool = False
+    field_match: re.Pattern | None = None  # Prometheus v2: the metric is the field's name
+    value_fields: frozenset = frozenset()  # Prometheus v1: the metric is the measurement's name
 
     def names(self, measurement: str) -> bool:
         return any(fnmatch.fnmatchcase(measurement, g) for g in self.measurements)
 
     def matches(self, tags: dict) -> bool:
         return all(isinstance(tags.get(k), str) and p.search(tags[k]) for k, p in self.tag_match)
+
+    def takes_fields(self, fields: dict) -> bool:
+        p = self.field_match
+        return p is None or any(p.search(k) for k in fields)
 
     def tags_of(self, tags: dict) -> dict | None:
         """The contract tags of a record's tags, or None when one the target needs is missing."""
@@ -117,11 +127,14 @@ class Mapping:
         out.update(self.set_tags)
         return out
 
-    def fields_of(self, fields: dict) -> dict:
+    def fields_of(self, fields: dict, measurement: str = "") -> dict:
         out: dict = {}
         rules = self.fields
         numbers = self.strings_to_numbers
+        values = self.value_fields
         for k, v in fields.items():
+            if k in values:
+                k = measurement
             rule = rules.get(k)
             if numbers or (rule is not None and rule.number):
                 v = _number(v)
@@ -155,35 +168,40 @@ class MappingSet:
     def __init__(self, mappings: list[Mapping]):
         self.mappings = tuple(mappings)
         self._by_name: dict[str, tuple[Mapping, ...]] = {}
-        self._by_series: dict[str, tuple[Mapping, dict, str] | None] = {}
+        self._by_series: dict[str | tuple, tuple[Mapping, dict, str] | None] = {}
+        self._by_fields: set[str] = set()  # measurements keyed by series and field names
 
     def __len__(self) -> int:
         return len(self.mappings)
 
     def map(self, m: Metric) -> tuple[Metric, str] | None:
         """(the contract record, the mapping's name), or None when no mapping takes it."""
-        seen = self._by_series.get(m.series, False)
+        seen = self._by_series.get(m.series if m.name not in self._by_fields else (m.series, *m.fields), False)
         if seen is False:
             seen = self._series(m)
         if seen is None:
             return None
         mapping, tags, series = seen
-        return Metric(mapping.to, tags, mapping.fields_of(m.fields), m.ts, series), mapping.name
+        return Metric(mapping.to, tags, mapping.fields_of(m.fields, m.name), m.ts, series), mapping.name
 
     def _series(self, m: Metric) -> tuple[Mapping, dict, str] | None:
+        """The mapping of a record's series; where a candidate matches field names too
+        (Prometheus v2: one measurement, the metric in the field), of its fields as well."""
         candidates = self._by_name.get(m.name)
         if candidates is None:
             candidates = self._by_name[m.name] = tuple(x for x in self.mappings if x.names(m.name))
+            if any(x.field_match is not None for x in candidates):
+                self._by_fields.add(m.name)
         seen = None
         for mapping in candidates:
-            if mapping.matches(m.tags):
+            if mapping.matches(m.tags) and mapping.takes_fields(m.fields):
                 tags = mapping.tags_of(m.tags)
                 if tags is not None:
                     seen = mapping, tags, _series_key(mapping.to, tags)
                     break
         if len(self._by_series) >= _MEMO:
             self._by_series.clear()
-        self._by_series[m.series] = seen
+        self._by_series[m.series if m.name not in self._by_fields else (m.series, *m.fields)] = seen
         return seen
 
 
@@ -201,14 +219,15 @@ def folder_files(folder: Path) -> list[Path]:
 _cache: dict[str, MappingSet] = {}
 
 
-def default_mappings() -> MappingSet:
-    """The shipped mappings after those of the folders in $FABRIC_RCA_MAPPINGS (a user's
-    mapping of a measurement is tried before the shipped one). Loaded once per value."""
-    dirs = os.environ.get(ENV, "")
-    if dirs not in _cache:
-        extra = [p for d in dirs.split(os.pathsep) if d for p in folder_files(Path(d))]
-        _cache[dirs] = load_mappings(extra + shipped_files())
-    return _cache[dirs]
+def default_mappings(folders: tuple[Path, ...] = ()) -> MappingSet:
+    """The mappings of `folders` (--mappings), then of those in $FABRIC_RCA_MAPPINGS not
+    among them, then the shipped ones: a user's mapping of a measurement is tried before
+    the shipped one. Loaded once per list of folders."""
+    dirs = list(dict.fromkeys([str(f) for f in folders] + [d for d in os.environ.get(ENV, "").split(os.pathsep) if d]))
+    key = os.pathsep.join(dirs)
+    if key not in _cache:
+        _cache[key] = load_mappings([p for d in dirs for p in folder_files(Path(d))] + shipped_files())
+    return _cache[key]
 
 
 def load_mappings(paths: list[Path]) -> MappingSet:
@@ -250,7 +269,7 @@ def _mapping(src: str, i: int, item: object) -> Mapping:
     if to not in MEASUREMENTS:
         hint = difflib.get_close_matches(str(to), MEASUREMENTS, n=1)
         raise err("to", f"{to!r} is not a contract measurement" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-    measurements, tag_match = _match(err, item.get("match"))
+    measurements, tag_match, field_match = _match(err, item.get("match"))
     tags = _tag_rules(err, item.get("tags") or {})
     set_tags = _str_dict(err, "set_tags", item.get("set_tags") or {})
     needed = set(_ENTITY_TAG.findall(MEASUREMENTS[to].entity)) | {"host"}
@@ -263,15 +282,19 @@ def _mapping(src: str, i: int, item: object) -> Mapping:
     numbers = item.get("strings_to_numbers", False)
     if not isinstance(numbers, bool):
         raise err("strings_to_numbers", "true or false")
+    value_fields = item.get("value_fields") or []
+    if not isinstance(value_fields, list) or not all(isinstance(v, str) and v for v in value_fields):
+        raise err("value_fields", "a list of field names (Prometheus v1: [counter, gauge, value])")
     fields = _field_rules(err, to, item.get("fields") or {})
-    return Mapping(name, src, measurements, tag_match, to, tags, set_tags, frozenset(drop), fields, numbers)
+    return Mapping(name, src, measurements, tag_match, to, tags, set_tags, frozenset(drop), fields, numbers,
+                   field_match, frozenset(value_fields))
 
 
-def _match(err, match: object) -> tuple[tuple[str, ...], tuple]:
+def _match(err, match: object) -> tuple[tuple[str, ...], tuple, re.Pattern | None]:
     if not isinstance(match, dict) or "measurement" not in match:
-        raise err("match", "required: {measurement: NAME or [NAMES], tags: {TAG: REGEX}}")
-    if set(match) - {"measurement", "tags"}:
-        raise err("match", f"unknown key {sorted(set(match) - {'measurement', 'tags'})[0]!r}")
+        raise err("match", "required: {measurement: NAME or [NAMES], tags: {TAG: REGEX}, fields: REGEX}")
+    if set(match) - MATCH_KEYS:
+        raise err("match", f"unknown key {sorted(set(match) - MATCH_KEYS)[0]!r}")
     names = match["measurement"]
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
@@ -282,7 +305,13 @@ def _match(err, match: object) -> tuple[tuple[str, ...], tuple]:
             conditions.append((k, re.compile(pattern)))
         except re.error as exc:
             raise err(f"match.tags.{k}", f"not a regular expression: {exc}") from None
-    return tuple(names), tuple(conditions)
+    fields = match.get("fields")
+    if fields is not None:
+        try:
+            fields = re.compile(fields)
+        except (re.error, TypeError) as exc:
+            raise err("match.fields", f"not a regular expression: {exc}") from None
+    return tuple(names), tuple(conditions), fields
 
 
 def _tag_rules(err, spec: object) -> tuple[TagRule, ...]:

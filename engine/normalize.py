@@ -92,8 +92,7 @@ _S_FIRST, _S_LAST = int(MIN_TS), int(MAX_TS)
 _MS_FIRST, _MS_LAST = _S_FIRST * 10**3, _S_LAST * 10**3
 _US_FIRST, _US_LAST = _S_FIRST * 10**6, _S_LAST * 10**6
 _NS_FIRST, _NS_LAST = _S_FIRST * 10**9, _S_LAST * 10**9
-_series: dict[tuple, str] = {}  # (name, *tag keys, *tag values) of checked tags -> series key
-_SERIES_MEMO = 200_000  # series remembered at most (then forgotten all at once)
+_SERIES_MEMO = 200_000  # series a Parser remembers at most (then forgets all at once)
 _SCALARS = frozenset((int, float, str, bool))
 _STRINGS = frozenset((str,))
 
@@ -130,79 +129,79 @@ class _Batch(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 _decode_record = msgspec.json.Decoder(_Record).decode
 _decode_batch = msgspec.json.Decoder(_Batch).decode  # Telegraf's batch format, what the publisher sends
 _decode_tags = msgspec.json.Decoder(Annotated[dict[_Key, _TagText], msgspec.Meta(max_length=MAX_TAGS)]).decode
-# (measurement, tags' JSON text) -> (tags, series key) of checked tags. Every record of a
-# series shares one tags dict (read-only from here on): its text is hashed, not rebuilt
-# and hashed as a dict of fresh strings, about a tenth of a worker's parse time.
-_tags_memo: dict[tuple[str, bytes], tuple[dict[str, str], str]] = {}
+class Parser:
+    """The one judge of input lines, with the memo its owner keeps: (measurement, tags'
+    JSON text) -> (tags, series key) of checked tags. Every record of a series shares one
+    tags dict (read-only from here on): its text is hashed, not rebuilt and hashed as a
+    dict of fresh strings, about a tenth of a worker's parse time. Whoever parses a stream
+    owns one (a detect stage, the publisher, training); the memo forgets everything at
+    `_SERIES_MEMO` series, so hostile tags cannot grow it without bound."""
+
+    __slots__ = ("_tags",)
+
+    def __init__(self) -> None:
+        self._tags: dict[tuple[str, bytes], tuple[dict[str, str], str]] = {}
+
+    def parse_line(self, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
+        """One line of a recorded file (or one Kafka message value)."""
+        size = len(line)
+        if size > MAX_LINE_BYTES or (line.__class__ is not bytes and 4 * size > MAX_LINE_BYTES):
+            size = line_size(line)
+            if size > MAX_LINE_BYTES:  # refused before it is parsed (a str is measured as UTF-8)
+                return [], [Reject("line_too_long", f"a line of {size:,} bytes (at most {MAX_LINE_BYTES:,})", _text(line))]
+        try:
+            records = (_decode_record(line),)
+        except Exception:  # any refusal (also a str msgspec cannot encode): a batch, or the general path
+            try:
+                records = _decode_batch(line).metrics
+            except Exception:
+                return _parse_line(line)
+        metrics = self._typed(records)
+        return (metrics, []) if metrics is not None else _parse_line(line)
+
+    def _typed(self, records: list[_Record] | tuple[_Record, ...]) -> list[Metric] | None:
+        """The metrics of typed records, or None when one of them fails a check of
+        parse_metric (the general path then parses the line again and names each reject)."""
+        out = []
+        append = out.append
+        known = self._tags.get
+        for rec in records:
+            name = rec.name
+            fields = rec.fields
+            key = (name, bytes(rec.tags))
+            seen = known(key)
+            if seen is None:
+                seen = self._check_tags(key)
+                if seen is None:
+                    return None
+            if not fields or name == JOB_PLACEMENT:  # (a job is checked by the general path)
+                return None
+            ts = _event_time(rec.timestamp)
+            if ts.__class__ is not float:
+                return None
+            append(Metric(name, seen[0], fields, ts, seen[1]))
+        return out
+
+    def _check_tags(self, key: tuple[str, bytes]) -> tuple[dict[str, str], str] | None:
+        """(tags, series key) of a measurement's tags text not seen before, remembered; None
+        when parse_metric would refuse them (not an object of strings, no host)."""
+        name, text = key
+        try:
+            tags = _decode_tags(text)
+        except msgspec.DecodeError:
+            return None
+        if not (name and (tags.get("host") or name == JOB_PLACEMENT)):
+            return None
+        if len(self._tags) >= _SERIES_MEMO:
+            self._tags.clear()
+        seen = self._tags[key] = (tags, _series_key(name, tags))
+        return seen
 
 
 def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
-    """One line of a recorded file (or one Kafka message value)."""
-    size = len(line)
-    if size > MAX_LINE_BYTES or (line.__class__ is not bytes and 4 * size > MAX_LINE_BYTES):
-        size = line_size(line)
-        if size > MAX_LINE_BYTES:  # refused before it is parsed (a str is measured as UTF-8)
-            return [], [Reject("line_too_long", f"a line of {size:,} bytes (at most {MAX_LINE_BYTES:,})", _text(line))]
-    try:
-        records = (_decode_record(line),)
-    except Exception:  # any refusal (also a str msgspec cannot encode): a batch, or the general path
-        try:
-            records = _decode_batch(line).metrics
-        except Exception:
-            return _parse_line(line)
-    metrics = _typed(records)
-    return (metrics, []) if metrics is not None else _parse_line(line)
-
-
-def _typed(records: list[_Record] | tuple[_Record, ...]) -> list[Metric] | None:
-    """The metrics of typed records, or None when one of them fails a check of
-    parse_metric (the general path then parses the line again and names each reject)."""
-    out = []
-    append = out.append
-    known = _tags_memo.get
-    for rec in records:
-        name = rec.name
-        fields = rec.fields
-        key = (name, bytes(rec.tags))
-        seen = known(key)
-        if seen is None:
-            seen = _check_tags(key)
-            if seen is None:
-                return None
-        if not fields or name == JOB_PLACEMENT:  # (a job is checked by the general path)
-            return None
-        ts = rec.timestamp  # _event_time's integer cases inline: the call was a tenth of this loop
-        if ts.__class__ is int:
-            if _NS_FIRST <= ts <= _NS_LAST:
-                ts = ts / 1e9
-            elif _MS_FIRST <= ts <= _MS_LAST:
-                ts = ts / 1e3
-            elif _S_FIRST <= ts <= _S_LAST:
-                ts = float(ts)
-            else:
-                ts = _event_time(ts)
-        else:
-            ts = _event_time(ts)
-        if ts.__class__ is not float:
-            return None
-        append(Metric(name, seen[0], fields, ts, seen[1]))
-    return out
-
-
-def _check_tags(key: tuple[str, bytes]) -> tuple[dict[str, str], str] | None:
-    """(tags, series key) of a measurement's tags text not seen before, remembered; None
-    when parse_metric would refuse them (not an object of strings, no host)."""
-    name, text = key
-    try:
-        tags = _decode_tags(text)
-    except msgspec.DecodeError:
-        return None
-    if not (name and (tags.get("host") or name == JOB_PLACEMENT)):
-        return None
-    if len(_tags_memo) >= _SERIES_MEMO:
-        _tags_memo.clear()
-    seen = _tags_memo[key] = (tags, _series_key(name, tags))
-    return seen
+    """One line judged on its own, by a parser that remembers nothing (for a line now and
+    then: a dead letter's member, a job message; a stream's reader owns a `Parser`)."""
+    return Parser().parse_line(line)
 
 
 _LP_FIRST = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_#")
@@ -252,12 +251,13 @@ def _parse_gnmic(events: list, raw: bytes | str, check_floats: bool) -> tuple[li
     metrics: list[Metric] = []
     rejects: list[Reject] = []
     for event in events:
-        doc = gnmic.event_document(event)
-        result = doc if doc.__class__ is tuple else parse_metric(doc, check_floats=check_floats)
-        if result.__class__ is Metric:
-            metrics.append(result)
-        else:
-            rejects.append(Reject(result[0], detail(result[1]), _text(raw) if len(events) == 1 else _dump(event)))
+        docs = gnmic.event_documents(event)
+        results = [docs] if docs.__class__ is tuple else [parse_metric(d, check_floats=check_floats) for d in docs]
+        for result in results:
+            if result.__class__ is Metric:
+                metrics.append(result)
+            else:
+                rejects.append(Reject(result[0], detail(result[1]), _text(raw) if len(events) == 1 else _dump(event)))
     return metrics, rejects
 
 
@@ -329,24 +329,17 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
     tags = doc.get("tags")
     if not isinstance(tags, dict):
         return "bad_tags", "'tags' is missing or not an object"
-    # A series seen before has valid tags: only keys of checked tags are remembered, so
-    # equal keys mean equal strings (a number or a boolean never equals a string).
-    try:
-        series = _series.get((name, *tags, *tags.values()))
-    except TypeError:  # an unhashable tag value: the checks below name it
-        series = None
-    if series is None:
-        host = tags.get("host")
-        if (not isinstance(host, str) or not host) and name != JOB_PLACEMENT:  # a job is not a device's record
-            if host is None or host == "":
-                return "missing_host", "'tags.host' is missing or empty"
-            return "bad_host", f"'tags.host' is {type(host).__name__}, not a string"
-        if not _STRINGS.issuperset(map(type, tags.values())):
-            for k, v in tags.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    tags[k] = str(v)
-                elif not isinstance(v, str):
-                    return "bad_tags", f"tag {k!r} is {type(v).__name__}, not a string"
+    host = tags.get("host")
+    if (not isinstance(host, str) or not host) and name != JOB_PLACEMENT:  # a job is not a device's record
+        if host is None or host == "":
+            return "missing_host", "'tags.host' is missing or empty"
+        return "bad_host", f"'tags.host' is {type(host).__name__}, not a string"
+    if not _STRINGS.issuperset(map(type, tags.values())):
+        for k, v in tags.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                tags[k] = str(v)
+            elif not isinstance(v, str):
+                return "bad_tags", f"tag {k!r} is {type(v).__name__}, not a string"
     fields = doc.get("fields")
     if not isinstance(fields, dict) or not fields:
         return "bad_fields", "'fields' is missing, empty or not an object"
@@ -389,9 +382,7 @@ def parse_metric(doc: object, *, check_floats: bool = True) -> Metric | tuple[st
             job_from_placement(tags=tags, fields=fields, ts=ts)
         except JobError as exc:
             return "bad_job", detail(str(exc))
-    if series is None:
-        series = _series_key(name, tags)
-    return Metric(name, tags, fields, ts, series)  # positional: measurably faster here
+    return Metric(name, tags, fields, ts, _series_key(name, tags))  # positional: measurably faster here
 
 
 def _event_time(ts: object) -> float | tuple[str, str]:
@@ -418,16 +409,8 @@ def _timestamp(value: object) -> float | tuple[str, str]:
 
 
 def _series_key(name: str, tags: dict) -> str:
-    """Measurement and sorted tags, remembered by (name, *tag keys, *tag values) (keys
-    then values: unambiguous, and cheap to hash): a series' key is built once, and every
-    record of it shares one string (whose hash Python then also keeps)."""
-    key = (name, *tags, *tags.values())
-    series = _series.get(key)
-    if series is None:
-        if len(_series) >= _SERIES_MEMO:
-            _series.clear()
-        series = _series[key] = "|".join([name, *map("=".join, sorted(tags.items()))])
-    return series
+    """Measurement and sorted tags: a series' key (built once per tags text by a Parser)."""
+    return "|".join([name, *map("=".join, sorted(tags.items()))])
 
 
 def _text(raw: bytes | str) -> str:

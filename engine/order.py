@@ -263,6 +263,13 @@ class Reorderer:
             setattr(self.stats, name, getattr(self.stats, name) + n)
 
     # --- intervals and the fleet's time -------------------------------------------------
+    def interval(self, series: str) -> float | None:
+        """The series' sample interval as estimated from its arrivals (the median of its
+        recent gaps, 1-60 s), or None before its second record. A record released for
+        detection was counted into its series' estimate before its release."""
+        s = self._series.get(series)
+        return s[1] if s is not None and s[1] > 0 else None
+
     def _interval(self, series: str) -> float:
         s = self._series.get(series)
         return s[1] if s is not None and s[1] > 0 else self.default_interval_s

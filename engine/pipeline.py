@@ -21,9 +21,9 @@ from engine.events import JOB, SYMPTOM, TICK, StageEvent, event_from_wire, event
 from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
 from engine.mapping import MappingSet, default_mappings
-from engine.normalize import parse_line
+from engine.normalize import Parser
 from engine.order import Reorderer
-from engine.ports import AnomalyScorer
+from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology
 from engine.types import Metric, Reject
 from rules.schema import RuleSet
@@ -133,7 +133,8 @@ class DetectStage:
         self.stats = stats or Stats()
         # The reorderer counts duplicates straight into the stats (no per-record bookkeeping here).
         self.reorder = new_reorderer(config, stats=self.stats)
-        self.detector = Detector(rules, roles, scorer=scorer)
+        self.detector = Detector(rules, roles, scorer=scorer, interval_of=self.reorder.interval)
+        self._parse = Parser().parse_line  # the stage owns its parser's memo of checked tags
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
         self._next_tick: float | None = None
@@ -145,7 +146,7 @@ class DetectStage:
         take (`events()`, `take_rejects()`). Shaped for the common line (one record,
         nothing rejected, nothing released for detection): no calls besides the parse
         and the push, no properties, and a plain False."""
-        metrics, rejects = parse_line(line)
+        metrics, rejects = self._parse(line)
         known = self._known_fields
         for m in metrics:  # (a set lookup per record: all a contract record pays for mappings)
             if m.name not in known:
@@ -321,14 +322,14 @@ class CorrelateStage:
 
     def __init__(self, *, topology: Topology, rules: RuleSet, jobs: JobBook | None = None,
                  config: EngineConfig = EngineConfig(), sources: Iterable[str] = (),
-                 opens_incident: Callable[[str], bool] | None = None):
+                 opens_incident: Callable[[str], bool] | None = None, maintenance: MaintenanceSource | None = None):
         # `opens_incident` answers for symptoms no rule of `rules` raised (the anomaly
         # scorer's: AnomalyScorer.opens_incident); rules answer for their own.
         def opens(rule: str) -> bool:
             return rules.opens_incident(rule) if opens_incident is None or rule in rules.opening else opens_incident(rule)
 
         self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
-                                     config=config.correlation)
+                                     config=config.correlation, maintenance=maintenance)
         self.sources = frozenset(sources)
         self._pending: list[StageEvent] = []
         self._ticks: dict[str, float] = {}  # source -> its latest tick
@@ -418,11 +419,13 @@ class Pipeline:
     """Both stages in one process: what `replay` and `evaluate` run."""
 
     def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
-                 config: EngineConfig = EngineConfig(), scorer: AnomalyScorer | None = None):
+                 config: EngineConfig = EngineConfig(), scorer: AnomalyScorer | None = None,
+                 mappings: MappingSet | None = None, maintenance: MaintenanceSource | None = None):
         roles = {d: topology.role(d) for d in topology.devices()}
-        self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer)
+        self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer, mappings=mappings)
         self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config,
-                                        opens_incident=scorer.opens_incident if scorer is not None else None)
+                                        opens_incident=scorer.opens_incident if scorer is not None else None,
+                                        maintenance=maintenance)
         self.stats = self.detect.stats
 
     @property

@@ -3,8 +3,10 @@ scorer. The implementation (`models.scorer.ModelScorer`, built by the compositio
 from trained models) lives outside `engine/`, which never imports `models/`."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Callable, Protocol
 
+from engine.maintenance import Window
 from engine.types import Symptom
 
 
@@ -38,3 +40,10 @@ class AnomalyScorer(Protocol):
     def resume(self, data: bytes) -> None:
         """Continue from `checkpoint()`'s bytes; ValueError (nothing changed) if they do
         not fit."""
+
+
+class MaintenanceSource(Protocol):
+    """The maintenance windows in force, as data (`api.maintenance.StoreWindows` reads them
+    from the store, refreshed in its own thread; the correlator never waits on a database)."""
+
+    def windows(self) -> Sequence[Window]: ...

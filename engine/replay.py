@@ -14,12 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from gzip import open as _std_gzip_open
-
-try:  # ISA-L's inflate is about 2.5x zlib's; the standard gzip module is the fallback
-    from isal.igzip import open as _gzip_open
-except ImportError:  # pragma: no cover
-    _gzip_open = _std_gzip_open
+from gzip import open as _gzip_open
 
 from engine.pipeline import Pipeline, Stats
 from engine.types import Reject
@@ -85,15 +80,7 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         packed = magic == b"\x1f\x8b"
         if not packed and magic and path.name.lower().endswith(".gz"):
             raise ValueError(f"named .gz but not gzip (starts with {magic!r})")
-        try:
-            yield from _chunked_lines(path, _gzip_open if packed else open, at, skip=0)
-        except (OSError, EOFError, ValueError):
-            if not packed or _gzip_open is _std_gzip_open:
-                raise
-            # ISA-L checks a member's CRC in the same call that inflates its end, and the
-            # text of that call is lost; the standard module hands it over first. Read
-            # again past what was handed on, so a broken file gives all it can.
-            yield from _chunked_lines(path, _std_gzip_open, at, skip=at[0])
+        yield from _chunked_lines(path, _gzip_open if packed else open, at, skip=0)
     except (OSError, EOFError, ValueError) as exc:  # BadGzipFile is an OSError
         raise FileBroken(FileFailure(path, at[0], at[1], f"{type(exc).__name__}: {exc}")) from None
 

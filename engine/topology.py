@@ -40,9 +40,14 @@ class Topology:
 
     graph: networkx.Graph
 
-    def __init__(self, *, graph: networkx.Graph, ends: dict[str, tuple[str, str]]) -> None:
-        """Use `from_links` or `load_topology`; this trusts its arguments."""
+    def __init__(self, *, graph: networkx.Graph, ends: dict[str, tuple[str, str]],
+                 warnings: tuple[str, ...] = (), excluded: dict[str, str] | None = None) -> None:
+        """Use `from_links` or `load_topology`; this trusts its arguments. `warnings` say
+        what its file's reader guessed or left out; `excluded` names the devices the file
+        holds that are not part of the data fabric (and why): they are in no path."""
         self.graph = graph
+        self.warnings = warnings
+        self.excluded = dict(excluded or {})
         self._ends = ends
         self._peer: dict[str, str] = {}
         self._link_of: dict[str, str] = {}
@@ -69,7 +74,8 @@ class Topology:
         return cls.build(roles=roles, links=links, where=[f"links[{i}]" for i in range(len(links))])
 
     @classmethod
-    def build(cls, *, roles: dict[str, str], links: list[tuple[str, str]], where: list[str]) -> Topology:
+    def build(cls, *, roles: dict[str, str], links: list[tuple[str, str]], where: list[str],
+              warnings: tuple[str, ...] = (), excluded: dict[str, str] | None = None) -> Topology:
         """`from_links` with a location per link (file and line) for error messages."""
         graph = networkx.Graph()
         for device, raw in roles.items():
@@ -101,7 +107,7 @@ class Topology:
                 graph.add_edge(dev_a, dev_b, links=[link])
         for _, _, data in graph.edges(data=True):
             data["links"].sort()
-        return cls(graph=graph, ends=ends)
+        return cls(graph=graph, ends=ends, warnings=warnings, excluded=excluded)
 
     def to_dict(self) -> dict:
         """The engine's own form, accepted back by `load_topology`."""
@@ -301,10 +307,12 @@ class _JobPaths:
 
 
 def load_topology(path: str | Path) -> Topology:
-    """Read a DOT, containerlab or own-form topology file (see engine.topology_load)."""
+    """Read a DOT, containerlab, own-form or lldpctl topology file, or a folder of
+    lldpctl files (see engine.topology_load)."""
     spec = read_spec(path)
     try:
-        return Topology.build(roles=spec.roles, links=spec.links, where=spec.where)
+        return Topology.build(roles=spec.roles, links=spec.links, where=spec.where, warnings=spec.warnings,
+                              excluded=spec.excluded)
     except TopologyError as exc:
         if str(exc).startswith(str(path)):
             raise

@@ -57,7 +57,7 @@ from sklearn.preprocessing import RobustScaler, StandardScaler
 
 from engine.features import MEASUREMENTS, FeatureExtractor, known_features, plan
 from engine.impact import affected_jobs
-from engine.normalize import parse_line
+from engine.normalize import Parser
 from engine.pipeline import EngineConfig, new_reorderer
 from engine.replay import open_lines
 from engine.topology import Topology
@@ -336,8 +336,9 @@ def collect(telemetry: list[Path], times: list[float], *, normal_s: float = NORM
                     else:
                         cell[row] = v
 
+    parse = Parser().parse_line
     for line in _chain(telemetry):
-        metrics, rejects = parse_line(line)
+        metrics, rejects = parse(line)
         records += len(metrics)
         take(reorder.push(metrics, rejects))
     take(reorder.flush())

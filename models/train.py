@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from engine.features import FeatureExtractor, plan
-from engine.normalize import parse_line
+from engine.normalize import Parser
 from engine.pipeline import EngineConfig, new_reorderer
 from engine.replay import check_files, open_lines
 from engine.topology import Topology
@@ -48,6 +48,7 @@ class TrainingData:
 
     def __post_init__(self) -> None:
         self._order = new_reorderer(self.config)
+        self._parse = Parser().parse_line
         self._extract = FeatureExtractor({c.measurement: plan(c.measurement, frozenset(c.feature_names))
                                           for c in CLASSES.values()})
         self._cut = WindowCutter(self.window_s)
@@ -55,7 +56,7 @@ class TrainingData:
         self._known: dict[str, bool] = {}
 
     def feed(self, line: bytes) -> None:
-        metrics, rejects = parse_line(line)
+        metrics, rejects = self._parse(line)
         self.records += len(metrics) + len(rejects)
         self.rejects += len(rejects)
         self._take(self._order.push(metrics, rejects))

@@ -17,8 +17,8 @@ import yaml
 from contract.measurements import MEASUREMENTS, known_features
 from rules.schema import ENTITY_KINDS, OPS, Condition, Rule, RuleSet, SilenceRule
 
-RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "clear_s",
-             "severity", "opens_incident", "entity", "entity_kind", "description"}
+RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "for_s", "clear_s",
+             "clear_samples", "severity", "opens_incident", "entity", "entity_kind", "description"}
 SILENCE_KEYS = {"id", "symptom", "family", "silence", "severity", "opens_incident", "description"}
 ROLES = ("spine", "superspine", "leaf", "host", "storage")
 _COND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|==|!=|>|<)\s*(.+?)\s*$")
@@ -140,6 +140,8 @@ def _rule(src: str, raw: dict) -> Rule:
         all=groups["all"], any=groups["any"], hits=hits,
         within_s=float(_number(src, rid, raw, "within_s", max(1, hits), lo=0.001, hi=86_400)),
         clear_s=float(_number(src, rid, raw, "clear_s", 5, lo=0.001, hi=86_400)),
+        for_s=float(_number(src, rid, raw, "for_s", 0, lo=0, hi=86_400)),
+        clear_samples=float(_number(src, rid, raw, "clear_samples", 3, lo=0, hi=1_000)),
         severity=float(_number(src, rid, raw, "severity", 0.5, lo=0, hi=1)),
         opens_incident=_bool(src, rid, raw, "opens_incident", True),
         entity_kind=kind, entity=entity, source=src, report=tuple(report),
@@ -176,14 +178,15 @@ def _condition(src, rid, where, text, known, meas) -> Condition:
 def _silence(src: str, raw: dict) -> SilenceRule:
     rid, symptom, family = _common(src, raw, SILENCE_KEYS)
     spec = raw["silence"]
-    if not isinstance(spec, dict) or not set(spec) <= {"roles", "after_s"}:
-        raise RuleError(src, rid, "silence", "must be a mapping with 'roles' and 'after_s'")
+    if not isinstance(spec, dict) or not set(spec) <= {"roles", "after_s", "after_intervals"}:
+        raise RuleError(src, rid, "silence", "must be a mapping with 'roles', 'after_s' and optionally 'after_intervals'")
     roles = spec.get("roles")
     if not isinstance(roles, list) or not roles or any(r not in ROLES for r in roles):
         raise RuleError(src, rid, "silence.roles", f"must be a non-empty list of {', '.join(ROLES)}")
     return SilenceRule(
         id=rid, symptom=symptom, family=family, roles=tuple(roles),
         after_s=float(_number(src, rid, spec, "after_s", 5, lo=0.5, hi=86_400)),
+        after_intervals=float(_number(src, rid, spec, "after_intervals", 3, lo=1, hi=1_000)),
         severity=float(_number(src, rid, raw, "severity", 0.8, lo=0, hi=1)),
         opens_incident=_bool(src, rid, raw, "opens_incident", True), source=src,
     )

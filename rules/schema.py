@@ -37,9 +37,12 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A threshold rule on one measurement: raises a symptom when its condition is true
-    in at least `hits` samples within `within_s` seconds; the symptom ends after
-    `clear_s` seconds without a hit."""
+    """A threshold rule on one measurement, judged in the sample interval `I` of the
+    series it reads (engine.detect): raises a symptom when its condition is true in at
+    least `need = max(hits, ceil(for_s / I) + 2)` samples (for_s > 0) within max(within_s, (need + 1) x I)
+    seconds; the symptom ends after max(clear_s, clear_samples x I) seconds without a
+    hit. At 1 s sampling and `for_s` 0 that is `hits` within `within_s`, ending after
+    `clear_s`."""
 
     id: str
     symptom: str
@@ -52,6 +55,8 @@ class Rule:
     clear_s: float = 5.0
     severity: float = 0.5
     opens_incident: bool = True
+    for_s: float = 0.0  # the condition must hold this long (event seconds), whatever the interval
+    clear_samples: float = 3.0  # ... and the symptom lasts at least this many intervals past its last hit
     entity_kind: str = "interface"
     entity: str = ""  # template over tags and fields, e.g. "{host}:{interface}"
     source: str = ""  # file it came from, for messages
@@ -77,13 +82,15 @@ class Rule:
 @dataclass(frozen=True, slots=True)
 class SilenceRule:
     """Raises a symptom on a device of the given roles that has sent no telemetry for
-    `after_s` seconds of event time while others did."""
+    max(after_s, after_intervals x its sample interval) seconds of event time while
+    others did."""
 
     id: str
     symptom: str
     family: str
     roles: tuple[str, ...]
     after_s: float = 5.0
+    after_intervals: float = 3.0
     severity: float = 0.8
     opens_incident: bool = True
     source: str = ""

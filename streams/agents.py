@@ -17,9 +17,9 @@ import orjson
 from faust.types import TP
 
 from compose import EngineParts, new_correlate_stage, new_detect_stage
-from engine.events import TICK, StageEvent, decode_batch, encode_batch
-from engine.normalize import parse_line
-from engine.pipeline import CorrelateStage, DetectStage, job_event
+from engine.events import TICK, decode_batch, encode_batch
+from engine.job_sources import job_message_events
+from engine.pipeline import CorrelateStage, DetectStage
 from streams.checkpoints import Checkpoints, log, patiently
 from streams.deadletter import DeadLetters, letters
 from streams.rebuild import Rebuilder
@@ -125,15 +125,13 @@ class Agents:
 
     # -------------------------------------------------------------------- jobs
     async def on_job(self, event) -> None:
-        metrics, rejects = parse_line(event.value)
-        for m in metrics:
-            result = job_event(m, tick=m.ts, source="jobs")
-            if isinstance(result, StageEvent):
-                await self.topics.symptoms.send(key=b"stage", value=result.to_bytes())
-            else:
-                rejects.append(result)
+        """A job_placement record, or an squeue / pod document expanded into its jobs."""
+        msg = event.message
+        events, rejects = job_message_events(event.value, received=msg.timestamp, source="jobs",
+                                             labels=self.parts.pod_labels)
+        for e in events:  # one message each: a job of 65,536 hosts fits one, a document of them would not
+            await self.topics.symptoms.send(key=b"stage", value=e.to_bytes())
         if rejects:
-            msg = event.message
             await self.dead_letter(event, rejects, f"{msg.topic}:{msg.partition}@{msg.offset}")
 
     # --------------------------------------------------------------- correlate

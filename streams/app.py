@@ -17,6 +17,7 @@ This module wires the parts: `new_app` (the faust app and its client settings),
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Callable
 
@@ -77,7 +78,14 @@ def build_app(settings: WorkerSettings, *, parts: EngineParts | None = None,
     to asking the broker; broker-free tests pass their own."""
     if parts is None:
         parts = build_engine(settings.engine)
-    sink = LazySink(settings.db_url, topology=parts.topology.to_dict())
+    if parts.maintenance is None:  # the store's maintenance windows, re-read in a thread of their own
+        from api.maintenance import StoreWindows
+        parts = dataclasses.replace(parts, maintenance=StoreWindows(settings.db_url))
+    notifier = None
+    if settings.notify is not None and settings.notify.enabled:
+        from notify import Notifier
+        notifier = Notifier(settings.notify)
+    sink = LazySink(settings.db_url, topology=parts.topology.to_dict(), notifier=notifier)
 
     app = new_app(settings)
     topics = agent_loops.Topics(app, settings)
@@ -94,6 +102,7 @@ def build_app(settings: WorkerSettings, *, parts: EngineParts | None = None,
     health.register(app, agents)
     app.fabric_checkpoints = checkpoints  # for tests and health
     app.fabric_sink = sink
+    app.fabric_notifier = notifier
     app.fabric_agents = agents
     return app
 

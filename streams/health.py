@@ -7,6 +7,7 @@ import faust
 from faust.types import TP
 
 from engine.pipeline import CorrelateStage, DetectStage
+from notify.metrics import render_notify
 from streams.metrics import WorkerMetrics, render
 
 
@@ -90,4 +91,8 @@ def register(app: faust.App, agents) -> None:
 
     @app.page("/metrics")
     async def metrics(web, request):
-        return web.text(render(worker_metrics(app, agents)), content_type="text/plain; version=0.0.4")
+        text = render(worker_metrics(app, agents))
+        notifier = getattr(app, "fabric_notifier", None)
+        if notifier is not None:
+            text += render_notify(notifier.figures())
+        return web.text(text, content_type="text/plain; version=0.0.4")

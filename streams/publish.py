@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple
 
-from orjson import dumps, loads
+from orjson import dumps
 
 from engine.bounds import MAX_LINE_BYTES
-from engine.jobs import load_jobs
-from engine.normalize import JOB_PLACEMENT, parse_line, seconds
+from engine.job_sources import read_jobs_file
+from engine.k8s_pods import PodLabels
+from engine.normalize import JOB_PLACEMENT, Parser, seconds
 from engine.replay import FileBroken, FileFailure, Pacer, RejectWriter, check_files, numbered_lines, open_lines
 from engine.types import Job, Metric, Reject
 from streams.security import PLAINTEXT, KafkaSecurity
@@ -97,12 +98,14 @@ def messages_of_line(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: s
     return publishable(line, topic=topic, jobs_topic=jobs_topic).messages
 
 
-def publishable(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS) -> Publishable:
+def publishable(line: bytes | str, *, topic: str = TELEMETRY, jobs_topic: str = JOBS,
+                parser: Parser | None = None) -> Publishable:
     """The Kafka messages of one recorded line (one metric or a `{"metrics": [...]}`
     batch) and the records of it that replay would reject (the same reasons). A line of
     one metric is sent as written; a batch's members are re-encoded from what was read
-    (the timestamp in seconds), each a message of its own."""
-    metrics, rejects = parse_line(line)
+    (the timestamp in seconds), each a message of its own. A file's reader passes the
+    `parser` it owns (its memo of checked tags); a line alone gets a fresh one."""
+    metrics, rejects = (parser or Parser()).parse_line(line)
     if len(metrics) == 1 and not rejects:
         raw = line.strip() if line.__class__ is bytes else str(line).strip().encode()
         if raw[:1] == b"{" and not _BATCH.match(raw):  # (not after a BOM: it may join a batch)
@@ -153,30 +156,21 @@ def placement_record(*, job: Job, ts: float, cluster: str = "", scheduler: str =
             "fields": fields, "timestamp": ts}
 
 
-def job_messages(path: Path, *, jobs_topic: str = JOBS) -> list[Message]:
+def job_messages(path: Path, *, jobs_topic: str = JOBS, labels: PodLabels = PodLabels()) -> list[Message]:
     """The jobs topic's messages of a jobs file: `job_placement` JSON Lines as written
-    (other measurements skipped), or one record per job of an `squeue --json` document.
-    The file is read with engine.jobs first, so a bad one fails (JobError) before
-    anything is sent."""
-    snapshots = load_jobs(path)
-    if Path(path).name.lower().endswith(".json"):
-        cluster = _squeue_cluster(Path(path))
-        taken = Path(path).stat().st_mtime  # for jobs with neither a start nor a last_update
-        records = (placement_record(job=job, ts=ts or taken, cluster=cluster) for ts, job in snapshots)
+    (other measurements skipped), or one record per job of the squeue / pod documents it
+    holds (engine.job_sources, by content). The file is read first, so a bad one fails
+    (JobError) before anything is sent."""
+    found = read_jobs_file(path, labels=labels)
+    if found.scheduler_documents:
+        taken = Path(path).stat().st_mtime  # for jobs with neither a start nor a document time
+        records = (placement_record(job=job, ts=ts or taken, cluster=found.cluster, scheduler=found.scheduler)
+                   for ts, job in found.snapshots)
         return [Message(jobs_topic, r["fields"]["job_id"].encode(), dumps(r), r["timestamp"]) for r in records]
     out: list[Message] = []
     for line in open_lines(Path(path)):
         out.extend(m for m in messages_of_line(line, jobs_topic=jobs_topic) if m.topic == jobs_topic)
     return out
-
-
-def _squeue_cluster(path: Path) -> str:
-    doc = loads(path.read_bytes())
-    jobs = (doc.get("jobs") or ()) if isinstance(doc, dict) else ()
-    for job in jobs:
-        if isinstance(job, dict) and isinstance(job.get("cluster"), str):
-            return job["cluster"]
-    return ""
 
 
 # ------------------------------------------------------------------ the adapter
@@ -195,9 +189,11 @@ def publish_files(
     batch: int = DEFAULT_BATCH,
     security: KafkaSecurity | None = None,
     rejects_path: Path | None = None,
+    job_labels: PodLabels = PodLabels(),
 ) -> PublishStats:
     """Send every metric of `files` (in the order given) to `topic`, keyed by host, after
-    the jobs of `jobs_file`; pace event time at `speed` x real time when set.
+    the jobs of `jobs_file` (pods' jobs named by `job_labels`); pace event time at
+    `speed` x real time when set.
 
     Metrics of one host within WINDOW_S of event time are sent together as
     `{"metrics": [...]}` messages of up to `batch` metrics (contract section 1), as
@@ -211,7 +207,7 @@ def publish_files(
     if batch < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     bootstrap = parse_bootstrap(bootstrap)
-    jobs = job_messages(Path(jobs_file), jobs_topic=jobs_topic) if jobs_file is not None else []
+    jobs = job_messages(Path(jobs_file), jobs_topic=jobs_topic, labels=job_labels) if jobs_file is not None else []
     sender = _Sender(bootstrap=bootstrap, jobs_topic=jobs_topic, connect_timeout_s=connect_timeout_s, security=security)
     stats = sender.stats
     batches = _Batches(sender, size=batch)
@@ -253,12 +249,13 @@ class _Reader:
     topic: str
     jobs_topic: str
     last_report: float = 0.0
+    parser: Parser = field(default_factory=Parser)
 
     def read(self, path: Path) -> None:
         batches, pacer, progress = self.batches, self.pacer, self.progress
         stats = batches.sender.stats
         for n, line in numbered_lines(path):
-            messages, rejects = publishable(line, topic=self.topic, jobs_topic=self.jobs_topic)
+            messages, rejects = publishable(line, topic=self.topic, jobs_topic=self.jobs_topic, parser=self.parser)
             if rejects:
                 stats.rejects.update(r.reason for r in rejects)
                 self.writer.write(rejects, source=f"{path}:{n}")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compose import EngineSettings
+from notify import NotifySettings
 from streams.security import PLAINTEXT, KafkaSecurity
 from streams.topics import DLQ, INCIDENTS, JOBS, STATE, SYMPTOMS, TELEMETRY
 
@@ -39,6 +40,7 @@ class WorkerSettings:
     loglevel: str = "WARNING"
     log_format: str = "json"  # or "text"
     kafka_security: KafkaSecurity = PLAINTEXT  # TLS and SASL of every client (streams.security)
+    notify: NotifySettings | None = None  # Alertmanager / webhook of the stored incident changes
 
     def topics(self) -> dict[str, int]:
         """Every topic this worker reads or writes, with the partitions to create it with."""

@@ -107,8 +107,8 @@ class LazySink:
     """A `StoreSink` (schema and topology written) when the worker starts, or, if the
     store is down then, at the first write: the worker runs, its changes wait in the queue."""
 
-    def __init__(self, db_url: str, *, topology: dict | None = None):
-        self.db_url, self.topology = db_url, topology
+    def __init__(self, db_url: str, *, topology: dict | None = None, notifier=None):
+        self.db_url, self.topology, self.notifier = db_url, topology, notifier
         self._sink = None
         try:
             self.write([])
@@ -124,7 +124,7 @@ class LazySink:
         if self._sink is None:
             from api.store.sink import StoreSink
 
-            self._sink = StoreSink(self.db_url, topology=self.topology)  # creates the schema
+            self._sink = StoreSink(self.db_url, topology=self.topology, notifier=self.notifier)  # creates the schema
         if changes:
             self._sink.write(changes)
 

@@ -39,6 +39,20 @@ def kafka_bootstrap() -> str:
 
 
 @pytest.fixture(scope="session")
+def telegraf():
+    """The Telegraf binary scripts/tools builds (its path, or $FABRIC_RCA_TELEGRAF); missing,
+    a test fails in CI (.ci/run builds it) and is skipped elsewhere."""
+    from testkit.tools import telegraf_path, telegraf_ready
+
+    if not telegraf_ready():
+        msg = f"no Telegraf at {telegraf_path()}: build it with `scripts/tools build telegraf` (a few minutes, once)"
+        if in_ci():
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    return telegraf_path()
+
+
+@pytest.fixture(scope="session")
 def scenario_dir(tmp_path_factory):
     """Generate a scenario once per session: scenario_dir(name) -> folder."""
     import sim

@@ -28,7 +28,7 @@ from sqlmodel import Session
 from api.store.db import make_engine
 from api.store.repository import list_incidents
 from compose import EngineSettings
-from engine.events import JOB, SYMPTOM, TICK, StageEvent, decode_batch, encode_batch
+from engine.events import SYMPTOM, TICK, StageEvent, decode_batch, encode_batch
 from engine.jobs import JobBook
 from engine.pipeline import CorrelateStage, DetectStage
 from engine.topology import load_topology
@@ -245,55 +245,6 @@ def test_correlate_takes_batches_as_the_detect_agent_sends_them(settings, sent, 
     got = {d["id"]: d for d in (orjson.loads(m.value) for m in sent_to(sent, settings.incidents_topic))}
     assert one and got == one
     assert singles.fabric_sink.written >= 1
-
-
-# --------------------------------------------------------------------------- jobs
-
-
-def placement(scenario: Path, job_id: str) -> dict:
-    """The scenario's job_placement record of `job_id`, as the contract (section 2) writes it."""
-    for line in (scenario / "jobs.jsonl").read_bytes().splitlines():
-        record = orjson.loads(line)
-        if record["fields"]["job_id"] == job_id:
-            return record
-    raise AssertionError(f"job {job_id} is not in {scenario / 'jobs.jsonl'}")
-
-
-def assert_one_job_event(settings: WorkerSettings, send: mock.MagicMock, *, record: dict, job: dict) -> None:
-    out = sent_to(send, settings.symptoms_topic)
-    assert [m.key for m in out] == [b"stage"]
-    event = StageEvent.from_bytes(out[0].value)
-    assert event.kind == JOB
-    assert event.tick == record["timestamp"]
-    assert event.job.job_id == job["job_id"]
-    assert event.job.tenant == job["tenant"]
-    assert list(event.job.hosts) == job["hosts"]
-
-
-def test_jobs_turns_a_telegraf_placement_into_a_job_event(settings, sent, scenario, truth):
-    """Telegraf adds its own `host` tag (the machine that ran the scheduler input) unless
-    `omit_hostname` is set."""
-    job = next(j for j in truth["jobs"] if j["job_id"] == truth["faults"][0]["affected_jobs"][0])
-    record = placement(scenario, job["job_id"])
-    record["tags"]["host"] = "slurmctl01"
-
-    run_agent(settings, "jobs", [(job["job_id"].encode(), orjson.dumps(record))])
-
-    assert sent_to(sent, settings.dlq_topic) == []
-    assert_one_job_event(settings, sent, record=record, job=job)
-
-
-def test_jobs_turns_a_contract_placement_into_a_job_event(settings, sent, scenario, truth):
-    job = next(j for j in truth["jobs"] if j["job_id"] == truth["faults"][0]["affected_jobs"][0])
-    record = placement(scenario, job["job_id"])
-    assert "host" not in record["tags"]
-    (message,) = messages_of_line(orjson.dumps(record))  # what `publish` sends for it
-    assert (message.topic, message.key) == (settings.jobs_topic, job["job_id"].encode())
-
-    run_agent(settings, "jobs", [(message.key, message.value)])
-
-    assert sent_to(sent, settings.dlq_topic) == []
-    assert_one_job_event(settings, sent, record=record, job=job)
 
 
 # --------------------------------------------------------------- broker reads

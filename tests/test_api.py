@@ -50,6 +50,8 @@ def make_incident(
         "resolved_at": None if resolved is None else at(resolved),
         "detected_at": at(opened + 0.05),
         "title": f"{cause} on {entity}",
+        "maintenance": False,  # (stored and served since maintenance windows: contract section 6 plus)
+        "maintenance_reason": None,
         "root_causes": [
             {"rank": 1, "cause": cause, "entity": {"kind": "interface", "id": entity}, "score": 0.93,
              "evidence": [{"symptom": "pfc_pause_tx", "at": at(opened), "metrics": {"tx_pause_rate": 1.5}}]},

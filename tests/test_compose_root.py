@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import socket
 from pathlib import Path
 from unittest import mock
@@ -22,13 +23,15 @@ from engine.pipeline import CorrelateStage, DetectStage, EngineConfig
 from streams.app import build_app
 
 TOPOLOGY = Path(__file__).parent / "data" / "air.dot"
+MAPPINGS = Path(__file__).parent / "data" / "mappings"
 ENV = tuple(f.env for f in ENGINE_FLAGS) + ("FABRIC_RCA_BOOTSTRAP", "FABRIC_RCA_TELEMETRY_TOPICS")
 
 # A value for each flag other than its default, as typed on a command line.
 NOT_DEFAULT = {
     "--topology": "other.dot", "--jobs": "jobs.jsonl", "--rules": "a.yaml", "--models": "models",
     "--learn-rate": "0.25", "--lateness": "7", "--lateness-intervals": "4", "--max-lateness": "90",
-    "--skew": "12", "--resolve-after": "30",
+    "--skew": "12", "--resolve-after": "30", "--k8s-job-label": "app", "--k8s-tenant-label": "team",
+    "--mappings": str(MAPPINGS),
 }
 
 
@@ -97,6 +100,22 @@ def test_every_flag_at_once_and_each_variable_instead_of_its_flag(monkeypatch):
     assert _worker(["--lateness", "7"]).engine.config.lateness_s == 7.0  # a flag wins over its variable
     monkeypatch.setenv("FABRIC_RCA_RULES", "a.yaml, b.yaml")
     assert _worker([]).engine.rule_files == (Path("a.yaml"), Path("b.yaml"))
+    monkeypatch.setenv("FABRIC_RCA_MAPPINGS", f"{MAPPINGS}{os.pathsep}{MAPPINGS}")  # (folders: os.pathsep)
+    assert _worker([]).engine.mapping_dirs == (MAPPINGS, MAPPINGS)
+
+
+def test_a_worker_started_with_mappings_maps_with_them(tmp_path, monkeypatch):
+    settings = dataclasses.replace(_worker(["--mappings", str(MAPPINGS)]), db_url=f"sqlite:///{tmp_path}/a.db",
+                                   web_port=_free_port(), data_dir=tmp_path)
+    line = b"infiniband,device=mlx5_0,host=gpu001,port=1 np_cnp_sent=3i 1764000000000000000"
+    stage = _run(settings, "detect", line, "detect:fabric.telemetry:0")
+    assert stage.mappings.mappings[0].name == "site_infiniband" and stage.stats.mapped == {"site_infiniband": 1}
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.yaml").write_text("mappings: [{name: x, to: nic_prot}]")
+    monkeypatch.setenv("FABRIC_RCA_MAPPINGS", str(bad))  # a bad file stops the worker at once, named
+    with pytest.raises(ValueError, match="x.yaml: mapping 'x'"):
+        _worker([])
 
 
 def test_a_bad_variable_is_named(monkeypatch, capsys):
@@ -175,3 +194,17 @@ def test_training_and_the_baselines_order_as_the_config_says():
     assert (order.lateness_s, order.lateness_intervals, order.max_lateness_s, order.skew_s) == (9.0, 2.0, 60.0, 15.0)
     args = parser().parse_args(["train", "--from", "x.jsonl", "--topology", "t.dot", "--out", "m", "--lateness", "9"])
     assert engine_settings(args).config == EngineConfig(lateness_s=9.0)
+
+
+def test_docs_deploy_tables_every_engine_flag_and_its_variable():
+    """docs/deploy.md's table is what operators read: a flag added to ENGINE_FLAGS without
+    a row there fails here."""
+    from pathlib import Path
+
+    from cli.engine_flags import ENGINE_FLAGS
+
+    rows = [line for line in (Path(__file__).parent.parent / "docs" / "deploy.md").read_text().splitlines()
+            if line.startswith("| `--")]
+    missing = [f.flag for f in ENGINE_FLAGS
+               if not any(line.startswith(f"| `{f.flag}") and f"`{f.env}`" in line for line in rows)]
+    assert not missing, f"docs/deploy.md has no row (flag and variable) for {missing}"

@@ -274,13 +274,15 @@ def test_silence_only_counts_event_time_that_others_reported(detector):
 def test_symptom_starts_at_the_first_hit_of_the_first_full_window(hits, within, times):
     """Invariant first_window: with hits at `times` (no quiet gap long enough to clear),
     the symptom starts at times[j - hits + 1] for the first j with
-    times[j] - times[j - hits + 1] <= within_s, and there is none without such a j."""
+    times[j] - times[j - hits + 1] <= max(within_s, (hits + 1) x 1 s), and there is none
+    without such a j. (A detector without intervals counts each series as sampled every
+    second; the window always holds `hits` samples and one missed or under-threshold one.)"""
     rule = Rule(id="r", symptom="s", family="f", measurement="switch_queue",
                 all=(Condition("curr_occupancy_bytes", ">", 1000.0),), hits=hits, within_s=float(within),
                 clear_s=1000.0, entity="{host}:{interface}")
     det = Detector(RuleSet.of([rule], []))
     emitted = feed(det, [(t, queue(HOT)) for t in times])
-    firsts = [j for j in range(hits - 1, len(times)) if times[j] - times[j - hits + 1] <= within]
+    firsts = [j for j in range(hits - 1, len(times)) if times[j] - times[j - hits + 1] <= max(within, hits + 1)]
     if not firsts:
         assert emitted == []
     else:

@@ -18,8 +18,8 @@ from engine.jobs import (
     expand_hostlist,
     job_from_placement,
     jobs_from_squeue,
-    load_jobs,
 )
+from engine.job_sources import load_jobs
 from engine.types import Job
 
 T0 = 1764400000

@@ -214,6 +214,33 @@ def test_job_records_land_on_the_jobs_topic_keyed_by_job_id(published):
     assert not any(is_job(json.loads(r.value)) for r in published["got"] if r.key is not None)
 
 
+@pytest.mark.parametrize(("source", "scheduler", "ids"), [
+    ("slurm/slurmrestd_jobs_v0.0.43_slurm25.05_slurmweb.json", "slurm", ["4730", "4734", "4741"]),
+    ("k8s", "k8s", ["infra:nccl-allreduce-check", "monitoring:dcgm-exporter-5d9c7b8f6", "research:llama-pretrain",
+                    "research:vit-sweep"]),
+])
+def test_scheduler_documents_become_placements_on_the_jobs_topic(published, tmp_path, source, scheduler, ids):
+    """An squeue answer saved as `.out` and a `kubectl get pods -o json`: one job_placement per job."""
+    from testkit.samples import samples_dir
+
+    given = Path(__file__).parent / "data" / "k8s" / "pods.json" if source == "k8s" else samples_dir() / source
+    jobs_file = tmp_path / ("squeue.out" if scheduler == "slurm" else "pods.txt")
+    jobs_file.write_bytes(given.read_bytes())
+    bootstrap = published["bootstrap"]
+    topic, jobs = f"test-sched-{uuid.uuid4().hex[:10]}", f"test-sched-jobs-{uuid.uuid4().hex[:10]}"
+    ensure_topics(bootstrap=bootstrap, topics={topic: PARTITIONS, jobs: PARTITIONS}, timeout_s=15)
+    try:
+        stats = publish_files([], bootstrap=bootstrap, topic=topic, jobs_topic=jobs, jobs_file=jobs_file)
+        got = consume_all(bootstrap, jobs)
+    finally:
+        _delete_topics(bootstrap, [topic, jobs])
+    assert stats.jobs == len(ids) and sorted(r.key.decode() for r in got) == ids
+    for rec in got:
+        value = json.loads(rec.value)
+        assert value["name"] == "job_placement" and value["tags"]["scheduler"] == scheduler
+        assert rec.key == value["fields"]["job_id"].encode()
+
+
 def test_unreadable_lines_are_rejected_as_replay_rejects_them_and_not_sent(published):
     assert not any(r.value in (GARBAGE, NO_HOST) for r in published["got"])
     assert published["stats"].rejects == {"bad_json": 1, "missing_host": 1} and published["stats"].unkeyed == 0

@@ -11,17 +11,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = ("contract", "rules", "engine", "models", "compose", "sim", "evaluation", "api", "streams", "cli")
+PROJECT = ("contract", "rules", "engine", "models", "compose", "sim", "evaluation", "api", "streams", "cli", "notify")
 FRAMEWORKS = ("faust", "kafka", "aiokafka", "sqlmodel", "sqlalchemy", "fastapi", "uvicorn", "mode")
 
 # package -> the project packages (and frameworks) it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "contract": PROJECT[1:] + FRAMEWORKS,
-    "rules": ("engine", "models", "compose", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
-    "engine": ("models", "compose", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
-    "models": ("compose", "sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
+    "rules": ("engine", "models", "compose", "sim", "evaluation", "api", "streams", "cli", "notify") + FRAMEWORKS,
+    # the core sends nothing itself: no notifier, no HTTP client (notifications are an adapter)
+    "engine": ("models", "compose", "sim", "evaluation", "api", "streams", "cli", "notify", "httpx") + FRAMEWORKS,
+    "models": ("compose", "sim", "evaluation", "api", "streams", "cli", "notify") + FRAMEWORKS,
     # the composition root: builds the core's parts for every entry point, adapters included
-    "compose": ("sim", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
+    "compose": ("sim", "evaluation", "api", "streams", "cli", "notify") + FRAMEWORKS,
     "sim": ("engine", "rules", "models", "compose", "evaluation", "api", "streams", "cli") + FRAMEWORKS,
     "evaluation": ("sim", "api", "streams") + FRAMEWORKS,
     "api": ("streams", "cli", "sim", "evaluation"),

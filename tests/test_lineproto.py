@@ -126,3 +126,23 @@ def test_a_generated_metric_survives_a_round_trip(name, tags, fields, ts):
 def test_parse_lines_keeps_errors_in_place():
     out = lineproto.parse_lines("a v=1i 1\nb v 1")
     assert out[0]["name"] == "a" and isinstance(out[1], LineError)
+
+
+def _outcome(fn, line: str):
+    try:
+        return fn(line)
+    except LineError as exc:
+        return exc.reason
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from('ab=, "1i.ut-'), min_size=1, max_size=30).map(str.strip).filter(bool))
+def test_without_backslashes_the_fast_cut_reads_as_the_character_loop(line):
+    from engine.lineproto import parse_escaped
+    assert _outcome(parse, line) == _outcome(parse_escaped, line)
+
+
+def test_quoted_strings_with_blanks_and_commas_without_backslashes():
+    doc = parse('gnmi,host=h,name=e1 oper_status="UP, mostly",descr="a b=c",n=3i 1700000000000000000')
+    assert doc["fields"] == {"oper_status": "UP, mostly", "descr": "a b=c", "n": 3}
+    assert doc["timestamp"] == 1700000000000000000

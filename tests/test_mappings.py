@@ -153,7 +153,7 @@ def test_bad_gnmic_events_are_rejected_each():
 
 
 def test_shipped_files_check_clean():
-    assert len(SHIPPED) >= 7 and all(m.to in ("switch_port", "nic_port", "storage") for m in SHIPPED.mappings)
+    assert len(SHIPPED) >= 7 and all(m.to in ("switch_port", "switch_queue", "nic_port", "storage") for m in SHIPPED.mappings)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -171,6 +171,12 @@ def test_shipped_files_check_clean():
     ("mappings: [{name: X, to: storage}]", "name: required"),
     ("mappings: [{name: x, to: storage, tags: {host: [h]}}]", "match: required"),
     ("mappings: [{", "not valid YAML"),
+    ("mappings: [{name: x, match: {measurement: m, fields: '('}, to: storage, tags: {host: [h]}}]",
+     "match.fields: not a regular expression"),
+    ("mappings: [{name: x, match: {measurement: m}, value_fields: counter, to: storage, tags: {host: [h]}}]",
+     "value_fields: a list of field names"),
+    ("mappings: [{name: x, match: {measurement: m, field: a}, to: storage, tags: {host: [h]}}]",
+     "match: unknown key 'field'"),
 ])
 def test_the_loader_names_what_is_wrong(tmp_path, text, message):
     f = tmp_path / "bad.yaml"

@@ -328,22 +328,16 @@ def _outcome(result) -> str:
     return repr(result)  # repr tells 1 from 1.0 from True, -0.0 from 0.0, and keeps key order
 
 
-def _forget() -> None:
-    normalize._series.clear()
-    normalize._tags_memo.clear()
-
-
 @settings(max_examples=400, deadline=None)
 @given(raw=_records())
 def test_typed_fast_path_gives_what_the_general_path_gives(raw):
     """parse_line's msgspec fast path is only a shortcut: every record, valid or not,
     gives the same metrics (values, types, key order, series) and the same rejects as
-    orjson + parse_metric alone, with the series and tags memos cold or warm."""
-    _forget()
-    fast_cold = _outcome(parse_line(raw))
+    orjson + parse_metric alone, with a parser's tags memo cold or warm."""
+    parser = normalize.Parser()
+    fast_cold = _outcome(parser.parse_line(raw))
     general_warm = _outcome(normalize._parse_line(raw))
-    fast_warm = _outcome(parse_line(raw))
-    _forget()
+    fast_warm = _outcome(parser.parse_line(raw))
     general_cold = _outcome(normalize._parse_line(raw))
     assert fast_cold == general_cold == general_warm == fast_warm
 
@@ -378,7 +372,8 @@ def test_records_of_a_series_share_one_tags_dict_and_bad_tags_are_not_remembered
     """The fast path decodes a series' tags text once: every record of it gets the same
     (read-only) dict, however its text is spaced or ordered; tags that fail a check are
     not remembered, so they fail again."""
-    _forget()
+    parser = normalize.Parser()
+    parse_line = parser.parse_line
     rec = '{"name":"switch_port","tags":%s,"fields":{"a":%d},"timestamp":%d}'
     batch = '{"metrics":[' + ",".join(rec % ('{"host":"leaf01","interface":"swp1"}', i, T0 + i) for i in range(3)) + "]}"
     metrics, _ = parse_line(batch)
@@ -388,7 +383,7 @@ def test_records_of_a_series_share_one_tags_dict_and_bad_tags_are_not_remembered
     bad = rec % ('{"host":"","interface":"swp1"}', 1, T0)
     for _ in range(2):
         assert [r.reason for r in parse_line(bad)[1]] == ["missing_host"]
-    assert all(tags.get("host") for tags, _ in normalize._tags_memo.values())
+    assert all(tags.get("host") for tags, _ in parser._tags.values())
 
 
 def test_integers_past_64_bits_read_as_orjson_reads_them_on_every_path():

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.jobs import job_from_placement, load_jobs
+from engine.job_sources import load_jobs
+from engine.jobs import job_from_placement
 from engine.replay import ReplayError
 from streams.publish import (
     Message,

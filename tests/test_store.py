@@ -55,6 +55,8 @@ def make_incident(
         "resolved_at": None if resolved is None else at(resolved),
         "detected_at": at(opened + 0.05),
         "title": f"{cause} on {entity} ({len(jobs)} jobs)",
+        "maintenance": False,  # (stored and served since maintenance windows: contract section 6 plus)
+        "maintenance_reason": None,
         "root_causes": [
             {
                 "rank": rank,

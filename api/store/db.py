@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlmodel import SQLModel, create_engine
 
-from api.store import tables  # noqa: F401  (registers the tables on SQLModel.metadata)
+from api.store import ops_tables, tables  # noqa: F401  (registers the tables on SQLModel.metadata)
 
 DEFAULT_DB_URL = "sqlite:///fabric-rca.db"
 DB_ENV = "FABRIC_RCA_DB"
@@ -87,6 +87,7 @@ def create_schema(engine: Engine) -> None:
     for attempt in range(3):
         try:
             SQLModel.metadata.create_all(engine)
+            _add_missing_columns(engine)
             return
         except SQLAlchemyError as exc:
             # Two processes starting on a fresh database race between "does the table
@@ -95,6 +96,28 @@ def create_schema(engine: Engine) -> None:
                 continue
             shown = redacted_url(engine.url)
             raise StoreError(f"database URL {shown!r}: cannot create the schema: {exc}") from exc
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Columns added to a table after a store was created (`incident.maintenance`), added to
+    that store: `create_all` makes missing tables only. Only columns with a default or
+    NULL allowed are ever added this way, so existing rows stay valid."""
+    inspector = inspect(engine)
+    for table in SQLModel.metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            continue
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            kind = column.type.compile(dialect=engine.dialect)
+            default = " NOT NULL DEFAULT false" if str(kind).upper() == "BOOLEAN" and not column.nullable else ""
+            try:
+                with engine.begin() as conn:
+                    conn.execute(text(f'ALTER TABLE "{table.name}" ADD COLUMN "{column.name}" {kind}{default}'))
+            except SQLAlchemyError as exc:  # another process added it first
+                if "duplicate column" not in str(exc) and "already exists" not in str(exc):
+                    raise
 
 
 def _parse(url: str) -> URL:

@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, delete, func, insert, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, SQLModel, col, select
 
+from api.store import changes
 from api.store.db import StoreError
 from contract.times import parse_rfc3339, rfc3339
 from api.store.tables import AffectedJobRow, IncidentRow, RootCauseRow, SymptomRow, TopologyRow
@@ -58,6 +59,7 @@ def upsert_incidents(session: Session, *, incidents: list[dict]) -> int:
         _bulk_insert(session, RootCauseRow, [c for r in records for c in r.root_causes])
         _bulk_insert(session, AffectedJobRow, [j for r in records for j in r.affected_jobs])
         _bulk_insert(session, SymptomRow, [s for r in records for s in r.symptoms])
+        changes.record(session, incident_ids=list(latest))
         session.commit()
     except BaseException:
         session.rollback()
@@ -146,6 +148,21 @@ def count_incidents(
 def job_incidents(session: Session, *, job_id: str) -> list[dict]:
     """Every incident that affected the job, newest first."""
     return list_incidents(session, job=job_id, limit=None)
+
+
+def incidents_by_id(session: Session, *, ids: list[str], **filters: Any) -> dict[str, dict]:
+    """The incidents of `ids` that match `filters` (those of `list_incidents`), by id."""
+    unknown = sorted(set(filters) - set(_FILTERS))
+    if unknown:
+        raise TypeError(f"incidents_by_id: unknown filters {unknown}; the filters are {list(_FILTERS)}")
+    conditions = _conditions(**{name: filters.get(name) for name in _FILTERS})
+    rows = []
+    for chunk in _chunks(ids):
+        rows += session.exec(select(IncidentRow).where(col(IncidentRow.id).in_(chunk), *conditions))
+    return {inc["id"]: inc for inc in _with_children(session, rows)}
+
+
+_FILTERS = ("status", "cause", "entity", "job", "tenant", "since", "until")
 
 
 def load_topology(session: Session) -> dict | None:
@@ -244,6 +261,8 @@ class _IncidentRecord:
             "top_cause": top["cause"] if top else None,
             "top_entity_kind": top["entity_kind"] if top else None,
             "top_entity_id": top["entity_id"] if top else None,
+            "maintenance": bool(inc.get("maintenance")),
+            "maintenance_reason": inc.get("maintenance_reason"),
         }
         jobs = [_job_columns(iid, pos, j) for pos, j in enumerate(inc.get("affected_jobs") or [])]
         symptoms = [_symptom_columns(iid, pos, s) for pos, s in enumerate(inc.get("symptoms") or [])]
@@ -309,6 +328,8 @@ def _incident_dict(
         "resolved_at": rfc3339(row.resolved_at),
         "detected_at": rfc3339(row.detected_at),
         "title": row.title,
+        "maintenance": row.maintenance,
+        "maintenance_reason": row.maintenance_reason,
         "root_causes": [
             {
                 "rank": rc.rank,

@@ -62,6 +62,9 @@ class IncidentRow(SQLModel, table=True):
     top_cause: str | None = Field(default=None, index=True)
     top_entity_kind: str | None = Field(default=None, index=True)
     top_entity_id: str | None = Field(default=None, index=True)
+    # Root cause in a maintenance window or on an admin-down port: kept, not notified.
+    maintenance: bool = Field(default=False, index=True)
+    maintenance_reason: str | None = Field(default=None)
 
 
 class RootCauseRow(SQLModel, table=True):
@@ -113,3 +116,21 @@ class TopologyRow(SQLModel, table=True):
 
     id: int = Field(default=1, primary_key=True)
     document: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+
+
+class IncidentChangeRow(SQLModel, table=True):
+    """The last write of each incident, numbered: what `GET /incidents/stream` follows.
+
+    One row per incident (a rewrite replaces its row with a new, higher `seq`), so the
+    table stays as large as the store and `seq > N` lists every incident written after
+    change N, by whichever process wrote it. AUTOINCREMENT on SQLite: a deleted highest
+    `seq` is never handed out again (a plain rowid would reuse it and a follower would
+    miss the rewrite). See `api/store/changes.py`.
+    """
+
+    __tablename__ = "incident_change"  # type: ignore[assignment]
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    seq: int | None = Field(default=None, primary_key=True)
+    incident_id: str = Field(index=True, unique=True)
+    written_at: datetime = Field(sa_type=UTCDateTime)

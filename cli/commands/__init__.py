@@ -1,0 +1,1 @@
+"""One module per subcommand: `add(sub)` declares its flags and sets `fn` to its handler."""

@@ -1,0 +1,125 @@
+"""Interval-invariant detection (docs/design.md): the same telemetry truth, sampled every
+1, 5, 10 or 30 s, gives the same verdict through the detect stage (reorderer, features,
+rules of the built-in catalogue).
+
+The truth is a timeline: switch ports of three devices counting pause frames at a base
+rate of 0, with an episode of 1,000 pause frames/s on leaf01:swp1 from `a` for `d`
+seconds (port_pfc_tx: > 50/s, for_s 10). Each device's exporter samples its counters
+every `interval` seconds from a phase; a counter read is the exact integral of the truth
+up to the sample time, so a short episode is diluted over a long interval as a real
+counter would be. Silence: a device whose exporter stops.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.detect import clear_after, needed
+from engine.pipeline import SYMPTOM, DetectStage
+from rules.loader import load_rules
+from rules.schema import Rule
+
+T0 = 1764400000
+RULES = load_rules(None)
+ROLES = {"leaf01": "leaf", "leaf02": "leaf", "spine01": "spine"}
+PORTS = [("leaf01", "swp1"), ("leaf01", "swp2"), ("leaf02", "swp1"), ("spine01", "swp1")]
+RATE = 1000.0  # pause frames/s during the episode: 20x the rule's threshold
+
+
+def _pauses(t: float, episode: tuple[float, float] | None, host: str, iface: str) -> int:
+    if episode is None or (host, iface) != ("leaf01", "swp1"):
+        return 0
+    a, d = episode
+    return int(round(RATE * max(0.0, min(t, a + d) - a)))
+
+
+def timeline(interval: float, *, episode: tuple[float, float] | None = None, phase: float = 0.0,
+             length: float = 600.0, quiet: tuple[float, float] | None = None) -> list[str]:
+    """Lines as the exporters send them: every device samples all its ports every
+    `interval` s from `phase`; leaf01 sends nothing in `quiet` (start, end)."""
+    lines = []
+    for k in range(int(length // interval) + 1):
+        t = phase + k * interval
+        for host, iface in PORTS:
+            if quiet is not None and host == "leaf01" and quiet[0] <= t < quiet[1]:
+                continue
+            fields = {"pfc_3_tx_pkts": _pauses(t, episode, host, iface), "oper_status": "up", "admin_status": "up"}
+            lines.append(json.dumps({"name": "switch_port", "tags": {"host": host, "interface": iface},
+                                     "fields": fields, "timestamp": int(round((T0 + t) * 1000))}))
+    return lines
+
+
+def verdict(lines: list[str]) -> list[tuple[str, str]]:
+    """(rule, entity) of every symptom the detect stage started, in order."""
+    stage = DetectStage(rules=RULES, roles=ROLES)
+    out = []
+
+    def take():
+        for e in stage.events():
+            if e.kind == SYMPTOM and e.symptom.key not in seen:
+                seen.add(e.symptom.key)
+                out.append((e.symptom.rule, e.symptom.entity.id))
+    seen: set[str] = set()
+    for line in lines:
+        stage.feed(line)
+        take()
+    stage.finish()
+    take()
+    return out
+
+
+PAUSE = [("port_pfc_tx", "leaf01:swp1")]
+INTERVALS = (1, 5, 10, 30)
+
+
+def test_a_persistent_pause_is_one_symptom_at_every_interval():
+    for interval in INTERVALS:
+        assert verdict(timeline(interval, episode=(100.0, 150.0))) == PAUSE, interval
+
+
+def test_a_burst_of_a_few_seconds_is_no_symptom_at_any_interval():
+    """A collective phase (2-6 s of pause) straddling sample boundaries as badly as it can."""
+    for interval in INTERVALS:
+        for d in (1.0, 3.0, 6.0):
+            for a in (100.0 - d / 2, 100.0 - 0.1, 100.3):  # across a boundary, just before one, just after
+                assert verdict(timeline(interval, episode=(a, d))) == [], (interval, d, a)
+
+
+@settings(max_examples=40, deadline=None)
+@given(interval=st.sampled_from(INTERVALS), phase=st.floats(0, 0.999),
+       start=st.floats(60, 200), short=st.booleans(), d_short=st.floats(0.2, 8.0), d_long=st.floats(130, 300))
+def test_the_verdict_does_not_depend_on_the_sample_interval(interval, phase, start, short, d_short, d_long):
+    """Invariant interval_free: an episode shorter than the rule's for_s (10 s) is no
+    symptom and one longer than 4 intervals of the coarsest polling (120 s) is exactly
+    one, at any interval and sampling phase."""
+    d = d_short if short else d_long
+    got = verdict(timeline(interval, episode=(start, d), phase=phase * interval))
+    assert got == ([] if short else PAUSE)
+
+
+def test_one_or_two_missed_samples_are_no_silence_a_dead_switch_is():
+    for interval in INTERVALS:
+        for missed in (1, 2):  # leaf01 skips `missed` samples in a row
+            quiet = (300.0 - 0.5, 300.0 + (missed - 1) * interval + 0.5)
+            assert verdict(timeline(interval, quiet=quiet)) == [], (interval, missed)
+        assert verdict(timeline(interval, quiet=(300.0 - 0.5, 300.0 + 8 * interval))) == \
+            [("switch_silent", "leaf01")], interval
+
+
+def test_silence_alone_opens_no_incident():
+    """A collector gap (telemetry stops, the peers still see their links up) is not a
+    dead switch: the silence joins the incident its peers' link_down symptoms open."""
+    assert RULES.opens_incident("switch_silent") is False
+
+
+def test_needed_samples_and_clear_time_follow_the_interval():
+    rule = Rule(id="r", symptom="s", family="f", measurement="switch_port", hits=2, for_s=10.0,
+                clear_s=10.0, clear_samples=3.0)
+    assert [needed(rule, i) for i in (1, 5, 10, 30, 60)] == [12, 4, 3, 3, 3]
+    assert [clear_after(rule, i) for i in (1, 5, 10, 30)] == [10.0, 15.0, 30.0, 90.0]
+    old = Rule(id="o", symptom="s", family="f", measurement="switch_port", hits=3, within_s=5.0)
+    assert needed(old, 1) == needed(old, 30) == 3  # a rule without for_s counts samples only
+    assert all(needed(rule, i) - 2 >= math.ceil(10.0 / i) for i in (1, 2, 5, 10, 30))
