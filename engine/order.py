@@ -10,6 +10,12 @@ much. The reorderer:
   while it sends nothing acceptable). One device, or one record, cannot move it; a fabric
   whose clocks all jump moves it once more than half the devices have jumped. Devices
   not heard for `stale_checks` release checks stop voting (a switch that died).
+- weighs that vote by history: only **established** devices vote, those whose newest
+  accepted time has advanced `history_samples` times over at least `history_s` of event
+  time (a few samples at their interval). A burst of never-seen hosts, however many, all
+  stamped with one time, cannot move or freeze the time of the devices with a history;
+  while fewer than `quorum_devices` are established (a fabric starting, every device
+  new) all of them vote, so that one device alone never sets the time.
 - releases, in time order (a stable sort of arrivals), the records up to the release
   watermark `fleet - lateness_s`: fast series are never held for slow series' lateness.
 - accepts a record behind the watermark while it is within its own series' bound,
@@ -84,7 +90,8 @@ class ReorderState(msgspec.Struct, frozen=True):
     warm_at: int
     next_check: float
     checks: int
-    devices: dict[str, tuple[float, int]]  # device -> (newest accepted time, check last heard)
+    # device -> (newest accepted time, check last heard, first accepted time, times the newest advanced)
+    devices: dict[str, tuple[float, int, float, int]]
     claims: dict[str, float]
     series: dict[str, list[float]]  # series -> [newest time, interval, gaps...]
     max_interval: float
@@ -104,6 +111,8 @@ class Reorderer:
     quorum_devices: int = 3  # devices to hear before the fleet's time is trusted
     stale_checks: int = 120  # release checks (about stale_checks x release_step_s of event time)
     default_interval_s: float = 60.0  # a series' interval before it is known (generous both ways)
+    history_samples: int = 3  # a device votes once its newest time advanced this often ...
+    history_s: float = 10.0  # ... over at least this much event time (established)
     watermark: float = float("-inf")
     fleet: float = float("-inf")
     duplicates: int = 0
@@ -123,7 +132,8 @@ class Reorderer:
     _warm_at: int = 0  # warm-up: arrivals before the next attempt
     _next_check: float = float("-inf")
     _checks: int = 0
-    _devices: dict = field(default_factory=dict)  # host -> [newest accepted time, check last heard]
+    # host -> [newest accepted time, check last heard, first accepted time, times the newest advanced]
+    _devices: dict = field(default_factory=dict)
     _claims: dict = field(default_factory=dict)  # host -> newest quarantined time (while nothing accepted)
     _series: dict = field(default_factory=dict)  # series -> [newest time, interval (0: unknown), gaps...]
     _max_interval: float = 0.0
@@ -200,9 +210,12 @@ class Reorderer:
         host = m.tags.get("host", "")  # (a job placement has no host: it votes as "")
         d = self._devices.get(host)
         if d is None:
-            self._devices[host] = [m.ts, self._checks]
+            self._devices[host] = [m.ts, self._checks, m.ts, 0]
         else:
-            d[0], d[1] = max(d[0], m.ts), self._checks
+            if m.ts > d[0]:
+                d[0] = m.ts
+                d[3] += 1
+            d[1] = self._checks
         s = self._series.get(m.series)
         if s is None:
             self._series[m.series] = [m.ts, 0.0]
@@ -273,10 +286,11 @@ class Reorderer:
             host = m.tags.get("host", "")
             d = devices.get(host)
             if d is None:
-                devices[host] = [ts, check]
+                devices[host] = [ts, check, ts, 0]
             else:
                 if ts > d[0]:
                     d[0] = ts
+                    d[3] += 1
                 d[1] = check
             if claims and host in claims:
                 del claims[host]
@@ -298,13 +312,28 @@ class Reorderer:
             self._max_interval = s[1]
 
     def _fleet_time(self) -> float:
-        """The lower median of the voting devices' newest times."""
-        check, stale, claims = self._checks, self.stale_checks, self._claims
-        votes = [max(t, claims.get(h, -INF)) for h, (t, heard) in self._devices.items() if check - heard <= stale]
-        votes += [t for h, t in claims.items() if h not in self._devices]
+        """The lower median of the voting devices' newest times: the established devices'
+        (heard lately, with a history) once `quorum_devices` of them are (or all that are
+        heard), else everybody's (a fabric starting)."""
+        check, stale, claims, devices = self._checks, self.stale_checks, self._claims, self._devices
+        samples, span = self.history_samples, self.history_s
+        if not claims:  # (the common case, in one comprehension)
+            votes = [t for t, heard, first, n in devices.values()
+                     if check - heard <= stale and n >= samples and t - first >= span]
+            if votes and len(votes) >= self.quorum_devices:
+                votes.sort()
+                return votes[(len(votes) - 1) // 2]
+        votes, new = [], []
+        for h, (t, heard, first, n) in devices.items():
+            if check - heard <= stale:
+                vote = max(t, claims.get(h, -INF)) if claims else t
+                (votes if n >= samples and t - first >= span else new).append(vote)
+        if len(votes) < min(self.quorum_devices, len(votes) + len(new)) or not votes:  # too few have a history
+            votes += new
+            votes += [t for h, t in claims.items() if h not in devices]
+            if not votes:
+                return -INF
         votes.sort()
-        if not votes:
-            return -INF
         return votes[(len(votes) - 1) // 2]
 
     def _check(self, rejects: list[Reject]) -> list[Metric]:
@@ -370,7 +399,8 @@ class Reorderer:
             held=[HeldRecord.of(m) for m in self._held], new=[HeldRecord.of(m) for m in self._new],
             late_records=[HeldRecord.of(m) for m in self._late], scanned=self._scanned, newest=self._newest,
             high=self._high, warm_at=self._warm_at, next_check=self._next_check, checks=self._checks,
-            devices={h: (t, int(c)) for h, (t, c) in self._devices.items()}, claims=dict(self._claims),
+            devices={h: (t, int(c), first, int(n)) for h, (t, c, first, n) in self._devices.items()},
+            claims=dict(self._claims),
             series={k: list(v) for k, v in self._series.items()}, max_interval=self._max_interval,
             seen=[HeldRecord.of(m) for m in self._seen.values()], prune_at=self._prune_at, horizon=self._horizon)
 
@@ -392,7 +422,7 @@ class Reorderer:
             self._seen[key] = taken.get(key) or r.metric()
         self._scanned, self._newest, self._high = state.scanned, state.newest, state.high
         self._warm_at, self._next_check, self._checks = state.warm_at, state.next_check, state.checks
-        self._devices = {h: [t, c] for h, (t, c) in state.devices.items()}
+        self._devices = {h: list(d) for h, d in state.devices.items()}
         self._claims = dict(state.claims)
         self._series = {k: list(v) for k, v in state.series.items()}
         self._max_interval, self._prune_at, self._horizon = state.max_interval, state.prune_at, state.horizon

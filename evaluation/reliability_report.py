@@ -22,6 +22,8 @@ FAULTS = {
     "test_workers_survive_a_broker_restart_mid_stream": "broker stopped and restarted mid-stream",
     "test_a_store_outage_mid_stream_loses_no_incident_change": "PostgreSQL stopped mid-stream, restarted",
     "test_a_refused_checkpoint_is_never_used_and_the_stage_rebuilt_from_input": "every checkpoint refused (garbage, a crafted pickle)",
+    "test_a_checkpoint_refused_mid_stream_is_rebuilt_from_the_partitions_earliest_input":
+        "every checkpoint refused mid-stream, rebuilt from the input",
     "test_hostile_records_are_dead_lettered_with_their_bytes_and_the_rest_is_diagnosed_as_replay_does": "hostile records inside the telemetry",
 }
 CORPUS_TESTS = ("test_the_corpus_through_a_worker_is_dead_lettered_as_expected_and_changes_no_incident",

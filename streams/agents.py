@@ -22,6 +22,7 @@ from engine.job_sources import job_message_events
 from engine.pipeline import CorrelateStage, DetectStage
 from streams.checkpoints import Checkpoints, log, patiently
 from streams.deadletter import DeadLetters, letters
+from streams.rebuild import Rebuilder
 from streams.settings import WorkerSettings
 from streams.sources import Sources, telemetry_sources
 from streams.store import StoreWriter
@@ -53,8 +54,9 @@ class Agents:
     """What the agents share, and the one function per message each of them runs."""
 
     def __init__(self, settings: WorkerSettings, topics: Topics, checkpoints: Checkpoints, *, sink,
-                 parts: EngineParts, read_partitions: Callable[[], dict[str, int]]):
+                 parts: EngineParts, read_partitions: Callable[[], dict[str, int]], rebuilder: Rebuilder):
         self.settings, self.topics, self.checkpoints, self.sink = settings, topics, checkpoints, sink
+        self.rebuilder = rebuilder  # re-reads the input of a stage whose snapshot was refused
         self.parts = parts  # the engine's rules, topology, models and config (compose.build_engine)
         self.read_partitions = read_partitions
         self.counters = Counters()
@@ -93,9 +95,8 @@ class Agents:
         source, key = self._name(msg)
         stage = checkpoints.stages.get(key)
         if stage is None:  # first message of a partition here: restore or create its stage
-            stage = await checkpoints.stage(key, lambda: self.new_detect(source))
-            if key in checkpoints.rebuilding:  # its snapshot was refused
-                checkpoints.rebuilt_from(key, msg.offset)
+            stage = await checkpoints.stage(key, lambda: self.new_detect(source), lambda fresh: self.rebuilder.run(
+                key, fresh, topic=msg.topic, partition=msg.partition, stop=msg.offset, feed=self.reread_telemetry))
         if checkpoints.seen(key, event):
             return
         self.offsets[(msg.topic, msg.partition)] = msg.offset
@@ -105,6 +106,14 @@ class Agents:
         counters.last_read_at = time.time()
         if checkpoints.due(key):
             await checkpoints.save(key)
+
+    @staticmethod
+    def reread_telemetry(stage: DetectStage, value: bytes) -> None:
+        """A message before the committed offset, re-read to rebuild `stage`: fed as
+        `on_telemetry` feeds it; its events and rejects were published before (dropped)."""
+        if stage.feed(value):
+            stage.events()
+            stage.take_rejects()
 
     async def _hand_on(self, stage: DetectStage, event, where: str) -> None:
         rejects = stage.take_rejects()
@@ -129,13 +138,35 @@ class Agents:
     def new_correlate(self) -> CorrelateStage:
         return new_correlate_stage(self.parts, self.expected[0])
 
-    async def correlation(self) -> CorrelateStage:
-        if self.correlate_key not in self.checkpoints.stages:  # new here: wall-time silence counts from now
-            if not self.expected:
-                counts = await patiently(self.read_partitions, "reading the telemetry topics' partition counts")
-                self.expected[:] = [telemetry_sources(counts)]
-            self.sources[:] = [Sources(self.expected[0], self.settings.idle_partition_s)]
-        return await self.checkpoints.stage(self.correlate_key, self.new_correlate)
+    async def correlation(self, stop: int) -> CorrelateStage:
+        """The correlation's stage; `stop`, the offset of the symptoms message in hand,
+        bounds the re-read of a stage whose snapshot was refused."""
+        key = self.correlate_key
+        held = self.checkpoints.stages.get(key)
+        if held is not None:
+            return held
+        if not self.expected:  # new here: wall-time silence counts from now
+            counts = await patiently(self.read_partitions, "reading the telemetry topics' partition counts")
+            self.expected[:] = [telemetry_sources(counts)]
+        self.sources[:] = [Sources(self.expected[0], self.settings.idle_partition_s)]
+        return await self.checkpoints.stage(key, self.new_correlate, lambda fresh: self.rebuilder.run(
+            key, fresh, topic=self.settings.symptoms_topic, partition=0, stop=stop, feed=self.reread_symptoms))
+
+    def _take_symptoms(self, stage: CorrelateStage, value: bytes) -> None:
+        events = decode_batch(value)
+        for e in events:
+            if e.kind == TICK:
+                self.sources[0].tick(e.source)
+        for e in events:
+            stage.add(e)
+
+    def reread_symptoms(self, stage: CorrelateStage, value: bytes) -> None:
+        """A symptoms message before the committed offset, re-read to rebuild `stage`:
+        taken and applied as `on_symptoms` does; its incident changes were stored and
+        published before (dropped)."""
+        self._take_symptoms(stage, value)
+        stage.advance(idle=self.sources[0].idle())
+        stage.changes()
 
     async def apply(self, stage: CorrelateStage) -> None:
         stage.advance(idle=self.sources[0].idle())
@@ -148,19 +179,12 @@ class Agents:
 
     async def on_symptoms(self, event) -> None:
         key = self.correlate_key
-        stage = await self.correlation()
-        if key in self.checkpoints.rebuilding:  # its snapshot was refused
-            self.checkpoints.rebuilt_from(key, event.message.offset)
+        stage = await self.correlation(event.message.offset)
         await self.store.wait_for_room()  # (only when the store has been away for long)
         if self.checkpoints.seen(key, event):
             return
-        events = decode_batch(event.value)
-        for e in events:
-            if e.kind == TICK:
-                self.sources[0].tick(e.source)
         async with self.emitting:
-            for e in events:
-                stage.add(e)
+            self._take_symptoms(stage, event.value)
             await self.apply(stage)
         self.checkpoints.hold(key, event)
         if self.checkpoints.due(key):

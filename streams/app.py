@@ -27,6 +27,7 @@ from compose import EngineParts, build_engine
 from streams import agents as agent_loops
 from streams import health, state
 from streams.checkpoints import Checkpoints
+from streams.rebuild import broker_rebuilder
 from streams.store import LazySink
 from streams.settings import WorkerSettings
 from streams.topics import partition_counts
@@ -93,7 +94,10 @@ def build_app(settings: WorkerSettings, *, parts: EngineParts | None = None,
     partitions = read_partitions or (lambda: partition_counts(bootstrap=settings.bootstrap, security=settings.kafka_security,
                                                               topics=list(settings.telemetry_topics)))
     checkpoints = Checkpoints(app, settings, topics.state, reader)
-    agents = agent_loops.Agents(settings, topics, checkpoints, sink=sink, parts=parts, read_partitions=partitions)
+    rebuilder = broker_rebuilder(bootstrap=settings.bootstrap, security=settings.kafka_security,
+                                 max_records=settings.rebuild_max_records, max_bytes=settings.rebuild_max_bytes)
+    agents = agent_loops.Agents(settings, topics, checkpoints, sink=sink, parts=parts, read_partitions=partitions,
+                                rebuilder=rebuilder)
     agent_loops.register(app, agents)
     health.register(app, agents)
     app.fabric_checkpoints = checkpoints  # for tests and health

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
+from typing import Awaitable, Callable
 
 import faust
 
@@ -48,14 +48,17 @@ class Checkpoints:
         self._reading: asyncio.Future | None = None  # the read of the state topic under way
         self._delivering: dict[str, asyncio.Future] = {}  # key -> its latest snapshot's delivery
         self.restored = 0
-        self.refused = 0  # snapshots the stages refused (started fresh instead)
-        self.rebuilding: set[str] = set()  # keys whose stage starts fresh and must re-read its input
+        self.refused = 0  # snapshots the stages refused (rebuilt from input instead)
+        self.revocations = 0  # rebalances that took partitions away (a stage being rebuilt may be one's)
         # Whether the stage of a key may be saved now: not the correlation while incident
         # changes wait for the store (its snapshot would cover input whose changes are not stored).
         self.may_save: Callable[[str], bool] = lambda key: True
 
-    async def stage(self, key: str, make: Callable[[], DetectStage | CorrelateStage]):
-        """The stage for `key`: held, else restored from its latest snapshot, else new."""
+    async def stage(self, key: str, make: Callable[[], DetectStage | CorrelateStage],
+                    rebuild: Callable[[DetectStage | CorrelateStage], Awaitable[object]] | None = None):
+        """The stage for `key`: held, else restored from its latest snapshot, else new.
+        A new stage whose snapshot was refused is first given its partition's input
+        before the committed offset by `rebuild(stage)` (`streams.rebuild`)."""
         held = self.stages.get(key)
         if held is not None:
             return held
@@ -66,12 +69,16 @@ class Checkpoints:
             if reading is self._reading:  # (not a read from before a rebalance)
                 self._cache = cache
             else:
-                return await self.stage(key, make)
+                return await self.stage(key, make, rebuild)
         stage = make()
         offset, blob = self._cache.pop(key, (-1, b""))
         if blob and not self._restore(key, stage, blob, offset):
-            stage, offset = make(), -1  # a fresh stage instead (`rebuilt_from`)
-            self.rebuilding.add(key)
+            stage, offset = make(), -1  # a fresh stage instead, rebuilt from its input
+            if rebuild is not None:
+                revocations = self.revocations
+                await rebuild(stage)  # (not among `stages` meanwhile: no timer saves or applies it)
+                if revocations != self.revocations:  # partitions moved meanwhile: start again from the snapshots
+                    return await self.stage(key, make, rebuild)
         self.stages[key], self.covered[key], self.unacked[key] = stage, offset, []
         self.saved_at[key] = time.monotonic()
         return stage
@@ -85,21 +92,11 @@ class Checkpoints:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self.refused += 1
             log.warning("checkpoint of %s at offset %d refused (%s: %s); rebuilding the stage from the "
-                        "partition's committed input", key, offset, type(exc).__name__, str(exc)[:200])
+                        "partition's input", key, offset, type(exc).__name__, str(exc)[:200])
             return False
         self.restored += 1
         log.info("restored %s from its snapshot at offset %d", key, offset)
         return True
-
-    def rebuilt_from(self, key: str, offset: int) -> None:
-        """A stage whose snapshot was refused starts fresh at `offset`, its partition's
-        committed input. (Re-reading from the earliest retained offset, by seeking faust's
-        consumer, crashed the consumer thread: faust seeks aiokafka from the event loop's
-        thread while its consumer thread fetches, and aiokafka's fetcher then failed with a
-        KeyError on the partition. Input before `offset` is not read again.)"""
-        self.rebuilding.discard(key)
-        log.warning("rebuilding %s from offset %d, its committed input; what came before is not re-read",
-                    key, offset)
 
     def prefetch(self) -> None:
         """Start reading the state topic, unless read or being read: on assignment, so
@@ -110,6 +107,7 @@ class Checkpoints:
 
     def forget_cache(self) -> None:
         """Partitions moved: snapshots written by other workers must be read again."""
+        self.revocations += 1
         self._cache = None
         self._reading = None
 
@@ -169,6 +167,5 @@ class Checkpoints:
 
     def discard(self, keys: list[str]) -> None:
         for key in keys:
-            self.rebuilding.discard(key)
             for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering):
                 d.pop(key, None)

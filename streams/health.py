@@ -68,7 +68,8 @@ def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
     dl = agents.dead_letters
     m = WorkerMetrics(dead_lettered=dl.delivered, dead_letter_truncated=dl.truncated, dead_letter_failed=dl.failed,
                       incident_changes=counters.incident_changes, stages_restored=cp.restored,
-                      checkpoints_refused=cp.refused, first_read_at=counters.first_read_at,
+                      checkpoints_refused=cp.refused, state_rebuilt_records=agents.rebuilder.records,
+                      first_read_at=counters.first_read_at,
                       last_read_at=counters.last_read_at)
     m.store_available, m.store_pending_changes = int(agents.store.available), len(agents.store.pending)
     _detect_figures(m, cp.stages.values())

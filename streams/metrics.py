@@ -29,8 +29,9 @@ class WorkerMetrics:
     dead_letter_failed: int = 0  # not acknowledged after every retry
     store_available: int = 1  # 0 while the store refuses writes
     store_pending_changes: int = 0  # incident changes waiting for the store
-    checkpoints_refused: int = 0  # snapshots a stage refused to restore (started fresh instead)
+    checkpoints_refused: int = 0  # snapshots a stage refused to restore (rebuilt from input instead)
     stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
+    state_rebuilt_records: int = 0  # input messages re-read to rebuild stages whose snapshot was refused
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
     newest_event_time: float | None = None  # newest event time stage 1 has read
     applied_event_time: float | None = None  # event time stage 2 has correlated up to
@@ -79,8 +80,11 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
     yield _gauge("fabric_rca_store_pending_changes",
                  "Incident changes waiting, in order, for the store to come back.", m.store_pending_changes)
     yield _counter("fabric_rca_checkpoints_refused_total",
-                   "Checkpoints a stage refused to restore; the stage started fresh at its committed offset.",
+                   "Checkpoints a stage refused to restore; the stage was rebuilt from its partition's input.",
                    m.checkpoints_refused)
+    yield _counter("fabric_rca_state_rebuilt_records_total",
+                   "Input messages re-read, from the earliest retained offset up to the committed one, to rebuild "
+                   "stages whose checkpoint was refused.", m.state_rebuilt_records)
     yield _counter("fabric_rca_stages_restored_total", "Stages resumed from a checkpoint.", m.stages_restored)
     yield _labelled(GaugeMetricFamily("fabric_rca_consumer_lag_messages", "Messages not yet consumed, per partition.",
                                       labels=["partition"]), "partition", m.consumer_lag, "none")

@@ -31,6 +31,9 @@ class WorkerSettings:
     partitions: int = 4
     # A dead letter's value is the refused record's bytes, cut to this (and marked so) when larger.
     dlq_max_bytes: int = 900_000
+    # A stage whose checkpoint is refused re-reads at most this much of its partition (streams.rebuild).
+    rebuild_max_records: int = 1_000_000
+    rebuild_max_bytes: int = 1 << 30
     web_port: int = 9108
     web_bind: str = "127.0.0.1"
     data_dir: Path = Path(".fabric-rca-worker")

@@ -313,35 +313,3 @@ def test_checkpoints_are_read_once_from_assignment_and_again_after_a_rebalance()
         assert reads == [0, 1, 2]  # the stage waited for the read begun after the last rebalance
 
     asyncio.run(scenario())
-
-
-def test_a_refused_checkpoint_is_counted_and_never_used(caplog):
-    """A snapshot the stage refuses (ValueError: engine.checkpoint's CheckpointError) is
-    logged with its key, counted, and the stage starts fresh at the committed offset."""
-    from streams.checkpoints import Checkpoints
-
-    class Stage:
-        def __init__(self):
-            self.state = "fresh"
-
-        def restore(self, blob):
-            self.state = "half-restored"
-            raise ValueError("not a fabric-rca snapshot: " + "x" * 5000)
-
-    class Event:
-        def __init__(self, offset):
-            self.message = type("M", (), {"offset": offset})()
-
-    async def scenario():
-        cp = Checkpoints(app=None, settings=None, topic=None, read=lambda: {"detect:t:0": (41, b"garbage")})
-        stage = await cp.stage("detect:t:0", Stage)
-        assert stage.state == "fresh" and cp.refused == 1 and cp.restored == 0
-        assert cp.rebuilding == {"detect:t:0"} and cp.covered["detect:t:0"] == -1
-        cp.rebuilt_from("detect:t:0", 7)
-        assert not cp.rebuilding
-        assert not cp.seen("detect:t:0", Event(7))  # read from here, by the fresh stage
-
-    with caplog.at_level("WARNING", logger="fabric_rca.worker"):
-        asyncio.run(scenario())
-    [warning] = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]  # bounded
-    assert "detect:t:0" in warning and len(warning) < 600

@@ -202,11 +202,6 @@ def test_the_corpus_through_a_worker_is_dead_lettered_as_expected_and_changes_no
     assert _content(run.got) == _content(run.clean), (_summary(run.got), _summary(run.clean))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the corpus's ~18 accepted hosts, all at one event time, outvote a partition's 5-7 real "
-    "devices in the reorderer's fleet time (the lower median of devices' newest times): the "
-    "real devices' records are quarantined as future_timestamp until the corpus hosts go "
-    "stale, and correlation opens a false device_down (engine/order.py)"))
 def test_the_corpus_in_the_fabrics_own_partitions_changes_no_incident(tmp_path, scenario_dir, kafka_bootstrap):
     run = _run(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap, corpus_topic="fabric.telemetry", wait_s=15)
     _record(run, "fabric's partitions")

@@ -1,5 +1,5 @@
-"""The worker under faults, on a real broker: hostile records, a refused checkpoint, a
-PostgreSQL outage mid-stream. Each ends with the replay's incidents.
+"""The worker under faults, on a real broker: hostile records, a refused checkpoint (at
+the start and mid-stream), a PostgreSQL outage mid-stream. Each ends with the replay's incidents.
 
 KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_worker_faults.py
 """
@@ -162,6 +162,92 @@ def test_a_refused_checkpoint_is_never_used_and_the_stage_rebuilt_from_input(tmp
         log = (tmp_path / "w1.log").read_text()
         assert all(f"checkpoint of {key} at offset 1000000 refused" in log for key in keys)
         assert not (tmp_path / "pwned").exists()
+    finally:
+        fleet.stop()
+
+
+def _halves(folder, tmp_path) -> list:
+    """The scenario's telemetry as two files, the first half of its lines and the rest."""
+    lines = list(open_lines(folder / "telemetry.jsonl.gz"))
+    paths = [tmp_path / "first.jsonl.gz", tmp_path / "rest.jsonl.gz"]
+    for path, part in zip(paths, (lines[: len(lines) // 2], lines[len(lines) // 2:])):
+        with gzip.open(path, "wb") as fh:
+            fh.writelines(line.rstrip(b"\n") + b"\n" for line in part)
+    return paths
+
+
+def _committed(bootstrap: str, group: str) -> dict[str, int]:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        if hasattr(admin, "list_group_offsets"):  # kafka-python 3
+            offsets = admin.list_group_offsets(group)[group]
+        else:
+            offsets = admin.list_consumer_group_offsets(group)
+        return {f"{tp.topic}:{tp.partition}": meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
+    finally:
+        admin.close()
+
+
+def test_a_checkpoint_refused_mid_stream_is_rebuilt_from_the_partitions_earliest_input(tmp_path, scenario_dir,
+                                                                                     kafka_bootstrap):
+    """A worker reads the first half of the scenario and stops (its snapshots saved, its
+    input committed); every snapshot is then replaced by garbage or a crafted pickle. The
+    next worker refuses each, re-reads each partition from its earliest offset up to the
+    committed one (a consumer of its own) and, fed the rest, holds the incidents of the
+    clean replay: the records read before the restart still count, nothing they produced
+    is published twice, and nothing the crafted values hold runs."""
+    from streams import state
+
+    folder = scenario_dir("pfc_storm")
+    _, expected, _ = replay_scenario(folder)
+    first, rest = _halves(folder, tmp_path)
+    fleet = Fleet(tmp_path, folder, kafka_bootstrap)
+    crafted = b"\x80\x04cos\nsystem\n(S'touch " + str(tmp_path / "pwned").encode() + b"'\ntR."
+    try:
+        base = fleet.start("w1")
+        before = fleet.publish([first])
+        _wait_records(base, before.records)
+        group, telemetry = fleet.prefix + "fabric-rca", fleet.prefix + "fabric.telemetry:"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # every message of the first half inside a snapshot, and committed
+            committed = _committed(fleet.bootstrap, group)
+            if sum(n for k, n in committed.items() if k.startswith(telemetry)) == before.messages:
+                break
+            time.sleep(1)
+        fleet._named("w1")[0].stop()  # SIGTERM
+        snapshots = state.read_latest(bootstrap=fleet.bootstrap, topic=fleet.prefix + "fabric.state")
+        committed = _committed(fleet.bootstrap, group)
+        keys = sorted(snapshots)
+        assert len(keys) == 5 and sum(n for k, n in committed.items() if k.startswith(telemetry)) == before.messages, (
+            keys, committed, before.messages)
+        producer = KafkaProducer(bootstrap_servers=fleet.bootstrap)
+        for i, key in enumerate(keys):
+            offset, _ = snapshots[key]
+            producer.send(fleet.prefix + "fabric.state", key=key.encode(),
+                          value=state.encode(offset, crafted if i % 2 else b"garbage"))
+        producer.flush()
+        producer.close()
+
+        base = fleet.start("w2")
+        after = fleet.publish([rest])
+        samples = _wait_records(base, before.records + after.records)
+        # the rebuilt stages count the records read before the restart once, as restored ones would
+        assert samples["fabric_rca_records_total"] == before.records + after.records, fleet.logs()
+        got = _wait_statuses(fleet, expected)
+        assert _statuses(got) == _statuses(expected) and _summary(got) == _summary(expected), fleet.logs()
+        samples = _metrics(base)
+        assert samples["fabric_rca_checkpoints_refused_total"] == len(keys)
+        assert samples["fabric_rca_stages_restored_total"] == 0
+        reread = {k: n for k, n in committed.items() if ".fabric.telemetry:" in k or ".fabric.symptoms:" in k}
+        assert samples["fabric_rca_state_rebuilt_records_total"] == sum(reread.values()), (reread, fleet.logs())
+        log = (tmp_path / "w2.log").read_text()
+        assert all(f"rebuilt {key} from" in log for key in keys), log[-3000:]
+        assert not (tmp_path / "pwned").exists()
+        changes = _consume(fleet.bootstrap, fleet.prefix + "fabric.incidents", until=lambda g: False, timeout=5)
+        sent = Counter((m.key, m.value) for m in changes)
+        assert max(sent.values()) == 1, "an incident change published twice"
     finally:
         fleet.stop()
 

@@ -5,7 +5,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from cli.common import DB_HELP, CliError, db_url, kafka_security_arguments, positive
+from cli.common import DB_HELP, CliError, count, db_url, kafka_security_arguments, positive
 
 
 def add(sub) -> None:
@@ -22,6 +22,11 @@ def add(sub) -> None:
     w.add_argument("--idle-partition-s", type=positive, default=30.0, metavar="S",
                    help="correlation waits for every telemetry partition; one silent this many seconds longer "
                         "than the others is not waited for until it sends again (default 30)")
+    w.add_argument("--rebuild-max-records", type=count, default=1_000_000, metavar="N",
+                   help="a stage whose checkpoint is refused re-reads at most the last N messages of its partition "
+                        "(default 1000000; 0: none)")
+    w.add_argument("--rebuild-max-bytes", type=count, default=1 << 30, metavar="B",
+                   help="... and at most B bytes of them (default 1 GiB)")
     w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
     w.add_argument("--metrics-bind", default="127.0.0.1")
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
@@ -60,6 +65,7 @@ def worker_settings(args):
         bootstrap=parse_bootstrap(bootstrap), db_url=db_url(args), engine=engine,
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir), idle_partition_s=args.idle_partition_s,
+        rebuild_max_records=args.rebuild_max_records, rebuild_max_bytes=args.rebuild_max_bytes,
         kafka_security=security.from_args(args, env),
         notify=notify_settings_from(args, console_default="http://127.0.0.1:8000", topology=engine.topology,
                                     env=env),
