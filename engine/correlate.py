@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from engine.credible import Persistence
 from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.impact import affected_jobs
 from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_id
@@ -34,6 +35,7 @@ class CorrelationConfig:
     resolve_after_s: float = 60.0  # quiet time after which an incident resolves
     min_score: float = 0.15  # publish only when the leading cause scores at least this
     surge_fraction: float = 0.5  # share of a job's hosts saturating that makes a job surge
+    persistence: Persistence = Persistence()  # when a candidate's evidence makes a fault (engine/credible.py)
     severity: SeverityPolicy = SeverityPolicy()
 
 
@@ -175,8 +177,7 @@ class Correlator:
         self._merge_unpublished(ctx)
         for inc in list(self.open.values()):
             if not inc.published:
-                if inc.can_open and watermark >= inc.received_at + self.config.settle_s \
-                        and inc.root_causes and inc.root_causes[0].score >= self.config.min_score:
+                if self._ready(inc):
                     inc.detected_at = watermark
                     inc.updated_at = watermark
                     self.opened += 1
@@ -195,6 +196,28 @@ class Correlator:
                 inc.updated_at = watermark
                 self._emit(inc)
             inc.dirty = False
+
+    def _ready(self, inc: Incident) -> bool:
+        """A candidate is published once it may open an incident, has settled, and a cause
+        that scores enough has credible evidence (persistent or repeated: engine/credible.py)."""
+        return inc.can_open and self.watermark >= inc.received_at + self.config.settle_s and inc.credible
+
+    def _credible_lead(self, inc: Incident, ctx: Context) -> None:
+        """The best-ranked cause that scores enough and has credible evidence leads (ranks
+        renumbered): a better-scored one without (the silence of a collector gap, a host
+        link that went down once) is not what pages. None: the incident is not credible."""
+        symptoms = list(inc.symptoms.values())
+        inc.credible, inc.onset = False, None
+        for i, rc in enumerate(inc.root_causes):
+            if rc.score < self.config.min_score:
+                return
+            onset = self.config.persistence.onset(rc.cause, rc.entity, symptoms, ctx)
+            if onset is not None:
+                inc.credible, inc.onset = True, onset
+                if i:
+                    order = [rc] + inc.root_causes[:i] + inc.root_causes[i + 1:]
+                    inc.root_causes = [dataclasses.replace(x, rank=n + 1) for n, x in enumerate(order)]
+                return
 
     def _merge_unpublished(self, ctx: Context) -> None:
         """Symptoms of one fault that arrived together may have founded several groups
@@ -233,11 +256,21 @@ class Correlator:
         del self.open[young.id]
 
     def _rerank(self, inc: Incident, ctx: Context) -> None:
+        inc.root_causes = rank(list(inc.symptoms.values()), ctx)
+        if inc.root_causes:
+            self._credible_lead(inc, ctx)
+            self._impact(inc, ctx)
+
+    def _impact(self, inc: Incident, ctx: Context) -> None:
+        """Opening time, affected jobs and severity from the leading cause: the incident
+        opened when the credible evidence for its leading cause began, or (not credible
+        yet) with the first symptom that cause explains. A symptom of something else that
+        happened to be near (a collector gap before a switch died) does not date the fault."""
         symptoms = list(inc.symptoms.values())
-        inc.root_causes = rank(symptoms, ctx)
-        if not inc.root_causes:
-            return
         top = inc.root_causes[0]
+        inc.opened_at = inc.onset if inc.onset is not None else min(
+            (s.start for s in symptoms if explain(top.cause, top.entity, s, ctx) >= 0.5),
+            default=min(s.start for s in symptoms))
         running = {j.job_id: j for j in self.jobs.running(inc.opened_at)}
         running.update({j.job_id: j for j in ctx.jobs})
         inc.affected_jobs = affected_jobs(cause=top.cause, entity=top.entity, jobs=running.values(), topology=self.topology)

@@ -61,6 +61,8 @@ class Incident:
     received_at: float = 0.0  # watermark when its first incident-opening symptom arrived
     can_open: bool = False  # holds a symptom that may open an incident on its own
     dirty: bool = True
+    credible: bool = False  # its leading cause has evidence enough for a fault (engine/credible.py)
+    onset: float | None = None  # ... which began then
 
     @property
     def published(self) -> bool:
@@ -105,7 +107,7 @@ class Incident:
             symptoms=[symptom_to_wire(s) for s in self.symptoms.values()], status=self.status,
             detected_at=self.detected_at, resolved_at=self.resolved_at, root_causes=list(self.root_causes),
             affected_jobs=list(self.affected_jobs), hosts_affected=self.hosts_affected, severity=self.severity,
-            received_at=self.received_at, can_open=self.can_open, dirty=self.dirty)
+            received_at=self.received_at, can_open=self.can_open, dirty=self.dirty, credible=self.credible, onset=self.onset)
 
     @classmethod
     def restore(cls, st: IncidentState) -> Incident:
@@ -116,7 +118,7 @@ class Incident:
                    status=st.status, detected_at=st.detected_at, resolved_at=st.resolved_at,
                    root_causes=list(st.root_causes), affected_jobs=list(st.affected_jobs),
                    hosts_affected=st.hosts_affected, severity=st.severity, received_at=st.received_at,
-                   can_open=st.can_open, dirty=st.dirty)
+                   can_open=st.can_open, dirty=st.dirty, credible=st.credible, onset=st.onset)
 
 
 class IncidentState(msgspec.Struct, frozen=True):
@@ -136,3 +138,5 @@ class IncidentState(msgspec.Struct, frozen=True):
     received_at: float
     can_open: bool
     dirty: bool
+    credible: bool = False  # (a checkpoint from before persistence: ranked again when dirty)
+    onset: float | None = None

@@ -37,6 +37,7 @@ class EngineConfig:
     max_lateness_s: float = 180.0  # ... but never more than this
     skew_s: float = 30.0  # a record leading the fleet by max(3 intervals, 10 s) + this is quarantined
     tick_s: float = 1.0  # event-time step of detection and correlation timers
+    refresh_s: float = 5.0  # an active symptom is sent again each time its evidence is this much longer
     correlation: CorrelationConfig = CorrelationConfig()
     learn_rate: float = 0.0  # anomaly models: online learning step (0: baselines stay as trained)
 
@@ -222,18 +223,36 @@ class DetectStage:
             self._events.append(result)
 
     def _tick(self, now: float) -> None:
+        prev = self._next_tick - self.config.tick_s if self._next_tick is not None else now
         self.detector.advance(now)
+        told = set()
         for s in self.detector.drain():
             if s.end is None:
                 self.stats.symptoms += 1
+            told.add(s.key)
             # A snapshot: the detector keeps updating its own symptom after this tick.
             snap = dataclasses.replace(s, metrics=dict(s.metrics))
             self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
+        self._refresh(now, prev, told)
         self._events.append(StageEvent(TICK, now, self.source))
         self._next_tick = now + self.config.tick_s
         self.stats.watermark = now
         self.stats.counter_resets = self.detector.extractor.counter_resets
         self.stats.non_numeric_fields = self.detector.extractor.non_numeric
+
+    def _refresh(self, now: float, prev: float, told: set[str]) -> None:
+        """Symptoms are sent when they start and end; the correlator also needs to know
+        that an active one is still being seen (how long its evidence lasts, in event
+        time: contract section 8's persistence). An active symptom is sent again, as an
+        update, each time its last sign crosses another `refresh_s` of its age; the test
+        reads only the symptom and the tick times, so a restored stage sends the same."""
+        step = self.config.refresh_s
+        for s in self.detector.active.values():
+            if s.key in told or s.last <= prev:
+                continue
+            if (s.last - s.start) // step >= 1 and (s.last - s.start) // step > (prev - s.start) // step:
+                snap = dataclasses.replace(s, metrics=dict(s.metrics))
+                self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
 
     def finish(self) -> None:
         """End of input: release held records and run the timers past the last event time."""

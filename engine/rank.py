@@ -178,9 +178,11 @@ def _device_down(e: Entity, s: Symptom, ctx: Context) -> float:
     if s.kind == "switch_silent" and s.entity.id == e.id:
         return 1.0
     if s.family == "link_state":
+        if s.device == e.id:
+            return 0.2  # it reports its own port down: it is alive
         peer = ctx.topology.peer(s.entity.id)
-        if s.device == e.id or (peer and device_of(peer) == e.id):
-            return 1.0
+        if peer and device_of(peer) == e.id:
+            return 1.0  # seen from the far end
     if s.kind in CONGESTION_KINDS and ctx.near(s.device, e.id, 2):
         return 0.6  # its traffic moved onto the surviving paths beside it
     if s.kind in ("nic_retransmit", "cnp_sender") and ctx.near(s.device, e.id, 2):
