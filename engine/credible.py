@@ -13,7 +13,10 @@ joined. Per cause:
   above the benign bursts of the same signals: collective phases and checkpoint bursts
   last a few seconds, a PCIe stall or an ECN/CNP burst 1-3 s; a fault that matters lasts
   tens of seconds. Storage latency asks for longer: single I/Os are slow now and then, a
-  target that is slow for half a minute is what readers feel.
+  target that is slow for half a minute is what readers feel. Congestion on a
+  switch-to-switch link waits `shared_congestion_s`: the question there is whose traffic
+  fills it (noisy neighbour by attribution), and the senders' load is reported on the
+  same clocks as the congestion, so the answer needs the same time again.
 - **repeated**: causes whose faults show as recurring blips (errors, NIC drops and stalls,
   microbursts) are also credible after `repeats` separate stretches: the same entity
   again and again, where a blip happens once.
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.attribution import shared_link
 from engine.rank import Context, explain
 from engine.types import Entity, Symptom, device_of
 
@@ -52,6 +56,7 @@ class Persistence:
     at_once: frozenset[str] = AT_ONCE  # symptom kinds credible as soon as seen
     join_gap_s: float = 2.0  # stretches closer than this are one (symptoms of one condition, polled apart)
     fabric_link_down_s: float = 30.0
+    shared_congestion_s: float = 20.0  # congestion on a switch-to-switch link waits for attribution
     switch_links_down: int = 2  # a switch is down when at least this many of its links ...
     switch_links_share: float = 0.5  # ... and this share of them are seen down by their far ends
 
@@ -75,6 +80,8 @@ class Persistence:
             if not all(ctx.topology.is_switch(device_of(x)) for x in ends):
                 return None
             need = self.fabric_link_down_s
+        elif cause == "congestion" and shared_link(ctx.topology, entity.id) is not None:
+            need = self.shared_congestion_s  # whose traffic is it? the senders' load comes on the same clocks
         else:
             need = self.sustained_s.get(cause, 10.0)
         long = [a for a, b in stretches if b - a >= need]
