@@ -248,9 +248,10 @@ class DetectStage:
         reads only the symptom and the tick times, so a restored stage sends the same."""
         step = self.config.refresh_s
         for s in self.detector.active.values():
-            if s.key in told or s.last <= prev:
-                continue
-            if (s.last - s.start) // step >= 1 and (s.last - s.start) // step > (prev - s.start) // step:
+            # The records since the last tick had times in [prev, now): a boundary of the
+            # symptom's age crossed by one of them lies in [prev, last].
+            k = (s.last - s.start) // step
+            if s.key not in told and k >= 1 and s.start + k * step >= prev:
                 snap = dataclasses.replace(s, metrics=dict(s.metrics))
                 self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
 
