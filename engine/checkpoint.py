@@ -74,6 +74,7 @@ class DetectCheckpoint(msgspec.Struct, frozen=True):
     detector: DetectorState
     features: FeatureState
     scorer: bytes | None  # the anomaly scorer's own encoding of its run-time state; None without models
+    told: dict[str, float] = msgspec.field(default_factory=dict)  # active symptom key -> the last sign sent
 
 
 class CorrelateCheckpoint(msgspec.Struct, frozen=True):

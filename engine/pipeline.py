@@ -139,6 +139,7 @@ class DetectStage:
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
         self._next_tick: float | None = None
+        self._told: dict[str, float] = {}  # active symptom key -> the last sign it was sent with
         self._events: list[StageEvent] = []
         self.rejected: list[Reject] = []
 
@@ -223,35 +224,35 @@ class DetectStage:
             self._events.append(result)
 
     def _tick(self, now: float) -> None:
-        prev = self._next_tick - self.config.tick_s if self._next_tick is not None else now
         self.detector.advance(now)
-        told = set()
+        told = self._told
         for s in self.detector.drain():
             if s.end is None:
                 self.stats.symptoms += 1
-            told.add(s.key)
+                told[s.key] = s.last
+            else:
+                told.pop(s.key, None)
             # A snapshot: the detector keeps updating its own symptom after this tick.
             snap = dataclasses.replace(s, metrics=dict(s.metrics))
             self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
-        self._refresh(now, prev, told)
+        self._refresh(now)
         self._events.append(StageEvent(TICK, now, self.source))
         self._next_tick = now + self.config.tick_s
         self.stats.watermark = now
         self.stats.counter_resets = self.detector.extractor.counter_resets
         self.stats.non_numeric_fields = self.detector.extractor.non_numeric
 
-    def _refresh(self, now: float, prev: float, told: set[str]) -> None:
+    def _refresh(self, now: float) -> None:
         """Symptoms are sent when they start and end; the correlator also needs to know
         that an active one is still being seen (how long its evidence lasts, in event
         time: contract section 8's persistence). An active symptom is sent again, as an
-        update, each time its last sign crosses another `refresh_s` of its age; the test
-        reads only the symptom and the tick times, so a restored stage sends the same."""
-        step = self.config.refresh_s
+        update, when its last sign has crossed another `refresh_s` of its age since the
+        last sign it was sent with (kept per symptom, and in the checkpoint)."""
+        step, told = self.config.refresh_s, self._told
         for s in self.detector.active.values():
-            # The records since the last tick had times in [prev, now): a boundary of the
-            # symptom's age crossed by one of them lies in [prev, last].
-            k = (s.last - s.start) // step
-            if s.key not in told and k >= 1 and s.start + k * step >= prev:
+            sent = told.get(s.key)
+            if sent is not None and (s.last - s.start) // step > (sent - s.start) // step:
+                told[s.key] = s.last
                 snap = dataclasses.replace(s, metrics=dict(s.metrics))
                 self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
 
@@ -291,7 +292,7 @@ class DetectStage:
             stats=self.stats.snapshot(), reorder=self.reorder.snapshot(), unknown_fields=dict(self._unknown_fields),
             next_tick=self._next_tick, events=[event_to_wire(e) for e in self._events], rejected=list(self.rejected),
             detector=d.snapshot(), features=d.extractor.snapshot(),
-            scorer=d.scorer.checkpoint() if d.scorer is not None else None)
+            scorer=d.scorer.checkpoint() if d.scorer is not None else None, told=dict(self._told))
 
     def load(self, state: DetectCheckpoint) -> None:
         """Continue from `state`. ValueError if it does not fit this stage's rules and
@@ -315,6 +316,7 @@ class DetectStage:
         self.stats.restore(state.stats)
         self.reorder.restore(state.reorder)
         self._unknown_fields, self._next_tick = dict(state.unknown_fields), state.next_tick
+        self._told = dict(state.told)
         self._events = [event_from_wire(e) for e in state.events]
         self.rejected = list(state.rejected)
 

@@ -273,3 +273,28 @@ def test_the_detect_stage_refreshes_an_active_symptom_every_refresh_s_of_its_age
     ages = [int((s.last - s.start) // 5) for s in sent if s.end is None]
     assert len(ages) >= 3 and ages == list(range(ages[0], ages[0] + len(ages))) and ages[-1] == 5
     assert sent[-1].end is not None and sent[-1].end - sent[-1].start == 25
+
+
+def test_a_hit_that_jumps_over_a_refresh_boundary_still_refreshes():
+    """Microbursts come and go: the hits of an active symptom may skip whole seconds."""
+    import orjson
+
+    from engine.pipeline import DetectStage, EngineConfig
+    stage = DetectStage(rules=RULES, roles={"leaf1": "leaf", "leaf2": "leaf", "spine1": "spine"},
+                        config=EngineConfig(refresh_s=5.0))
+    hot = {5, 6, 7, 12, 13, 19, 26, 33}  # bursts 6-7 s apart
+    events = []
+    for sec in range(70):
+        for host in ("leaf1", "leaf2", "spine1"):
+            drops = host == "leaf1" and sec in hot
+            rec = {"name": "switch_port", "timestamp": int(T0) + sec, "tags": {"host": host, "interface": "swp1"},
+                   "fields": {"if_out_discards": 1000 * sum(1 for h in hot if h <= sec) if host == "leaf1" else 0,
+                              "if_out_octets": 1000 * sec, "speed_mbps": 400000}}
+            stage.feed(orjson.dumps(rec))
+        events += stage.events()
+    stage.finish()
+    events += stage.events()
+    sent = [e.symptom for e in events if e.symptom is not None and e.symptom.kind == "microburst"]
+    ages = [s.last - s.start for s in sent if s.end is None]
+    assert len({s.key for s in sent}) == 1 and len(ages) >= 3
+    assert all(int(b // 5) > int(a // 5) for a, b in zip(ages, ages[1:]))
