@@ -61,7 +61,7 @@ class StatsState(msgspec.Struct, frozen=True):
     clock_suspects: dict[str, tuple[int, float]] = {}
 
 
-class DetectCheckpoint(msgspec.Struct, frozen=True):
+class DetectCheckpoint(msgspec.Struct, frozen=True, omit_defaults=True):
     """Stage 1's state. Rules, roles, config and trained models are not in it: they come
     from the worker's own files."""
 

@@ -46,7 +46,7 @@ class BookEntry(JobWire):
     seen: float | None  # event time of the snapshot held, when known
 
 
-class CorrelatorState(msgspec.Struct, frozen=True):
+class CorrelatorState(msgspec.Struct, frozen=True, omit_defaults=True):
     """The correlator's state (a checkpoint); topology, rules and config come from the
     worker's files. The job book is `JobBook.to_dict`'s form."""
 

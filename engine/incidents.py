@@ -121,7 +121,7 @@ class Incident:
                    can_open=st.can_open, dirty=st.dirty, credible=st.credible, onset=st.onset)
 
 
-class IncidentState(msgspec.Struct, frozen=True):
+class IncidentState(msgspec.Struct, frozen=True, omit_defaults=True):
     """An incident being correlated, as checkpoint data."""
 
     id: str
