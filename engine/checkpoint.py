@@ -61,7 +61,7 @@ class StatsState(msgspec.Struct, frozen=True):
     clock_suspects: dict[str, tuple[int, float]] = {}
 
 
-class DetectCheckpoint(msgspec.Struct, frozen=True):
+class DetectCheckpoint(msgspec.Struct, frozen=True, omit_defaults=True):
     """Stage 1's state. Rules, roles, config and trained models are not in it: they come
     from the worker's own files."""
 
@@ -74,6 +74,7 @@ class DetectCheckpoint(msgspec.Struct, frozen=True):
     detector: DetectorState
     features: FeatureState
     scorer: bytes | None  # the anomaly scorer's own encoding of its run-time state; None without models
+    told: dict[str, float] = msgspec.field(default_factory=dict)  # active symptom key -> the last sign sent
 
 
 class CorrelateCheckpoint(msgspec.Struct, frozen=True):

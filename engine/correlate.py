@@ -14,13 +14,15 @@ from typing import Any, Callable
 
 import msgspec
 
+from engine.attribution import dominant_jobs, host_load, shared_link
+from engine.credible import Persistence
 from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.impact import affected_jobs
 from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_id
 from engine.jobs import JobBook
 from engine.maintenance import ADMIN_DOWN_FAMILY, admin_down_reason, window_reason
 from engine.ports import MaintenanceSource
-from engine.rank import Context, explain, hypotheses, rank
+from engine.rank import CONGESTION_KINDS, Context, explain, hypotheses, rank
 from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
 
@@ -36,6 +38,9 @@ class CorrelationConfig:
     resolve_after_s: float = 60.0  # quiet time after which an incident resolves
     min_score: float = 0.15  # publish only when the leading cause scores at least this
     surge_fraction: float = 0.5  # share of a job's hosts saturating that makes a job surge
+    dominant_share: float = 0.6  # share of a congested shared link's load that makes its job the noisy one
+    surge_refresh_s: float = 5.0  # a live job surge is sent again this often (its evidence grows)
+    persistence: Persistence = Persistence()  # when a candidate's evidence makes a fault (engine/credible.py)
     severity: SeverityPolicy = SeverityPolicy()
 
 
@@ -43,7 +48,7 @@ class BookEntry(JobWire):
     seen: float | None  # event time of the snapshot held, when known
 
 
-class CorrelatorState(msgspec.Struct, frozen=True):
+class CorrelatorState(msgspec.Struct, frozen=True, omit_defaults=True):
     """The correlator's state (a checkpoint); topology, rules and config come from the
     worker's files. The job book is `JobBook.to_dict`'s form."""
 
@@ -57,6 +62,8 @@ class CorrelatorState(msgspec.Struct, frozen=True):
     jobs: list[BookEntry]
     changes: list[dict[str, Any]]  # incident changes not yet drained (contract JSON)
     admin_down: dict[str, SymptomWire] = {}  # interface -> its admin-down symptom (added in 0.2)
+    busy: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
+    shared: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
 
 
 @dataclass
@@ -70,6 +77,8 @@ class Correlator:
     home: dict[str, str] = field(default_factory=dict)  # symptom key -> incident id
     saturated: dict[str, Symptom] = field(default_factory=dict)  # host -> nic_tx_saturated
     surges: dict[str, Symptom] = field(default_factory=dict)  # job id -> surge symptom
+    busy: dict[str, Symptom] = field(default_factory=dict)  # NIC -> nic_tx_busy (load, for attribution)
+    shared: dict[str, Symptom] = field(default_factory=dict)  # key -> congestion on a switch-to-switch link
     opened: int = 0
     resolved: int = 0
     maintenance: MaintenanceSource | None = None  # the windows in force (data, read by an adapter)
@@ -91,6 +100,17 @@ class Correlator:
                 self.saturated[s.device] = s
             elif self.saturated.get(s.device, s).key == s.key:
                 self.saturated.pop(s.device, None)
+        if s.family == "load":  # a NIC's transmit load: bookkeeping for attribution only
+            if s.end is None:
+                self.busy[s.entity.id] = s
+            elif self.busy.get(s.entity.id, s).key == s.key:
+                self.busy.pop(s.entity.id, None)
+            return
+        if s.kind in CONGESTION_KINDS and shared_link(self.topology, s.entity.id) is not None:
+            if s.end is None:
+                self.shared[s.key] = s
+            else:
+                self.shared.pop(s.key, None)
         owner = self.home.get(s.key)
         if owner is not None:
             inc = self.open.get(owner)
@@ -119,37 +139,41 @@ class Correlator:
             active = self.watermark if not inc.quiet else inc.last_activity
             if inc.status != "open" or s.start > active + self.config.window_s:
                 continue
-            strength = 0.0
+            strength, fit = 0.0, 0.0
             if inc.root_causes:
                 top = inc.root_causes[0]
                 e = explain(top.cause, top.entity, s, ctx)
                 strength = e if e >= 0.5 else 0.0
-            if strength == 0.0 and self._near(inc, s) and self._may_share(inc, s, ctx):
-                strength = 0.4
-            if strength and (best is None or (strength, -inc.opened_at) > (best[0], best[1])):
-                best = (strength, -inc.opened_at, inc)
-        return best[2] if best else None
+            if strength == 0.0 and self._near(inc, s):
+                fit = self._may_share(inc, s, ctx)
+                strength = 0.4 if fit is not None else 0.0
+            # Nearness ties go to the incident the symptom's own cause explains best
+            # (a job surge joins the congestion of its links, not a stale candidate beside).
+            key = (strength, fit or 0.0, -inc.opened_at)
+            if strength and (best is None or key > best[0]):
+                best = (key, inc)
+        return best[1] if best else None
 
     @staticmethod
-    def _may_share(inc: Incident, s: Symptom, ctx: Context) -> bool:
+    def _may_share(inc: Incident, s: Symptom, ctx: Context) -> float | None:
         """Nearness alone may join a symptom to a ranked incident only if the symptom
         points at no cause of its own, at a cause the incident already ranks or of the
         spreading kind it leads with (congestion, pause), or at one that explains most of the
         incident (the same fault, seen better). A symptom whose
         own cause is none of these is another fault that happens to be close (slow
-        storage beside a pause storm), not part of this one."""
-        if not inc.root_causes:
-            return True
+        storage beside a pause storm), not part of this one. The answer is how much of
+        the incident the symptom's own causes explain (None: it may not join)."""
         own = hypotheses(s, ctx)
-        if not own:
-            return True
-        ranked = {(rc.cause, rc.entity) for rc in inc.root_causes}
-        lead = inc.root_causes[0].cause
-        if any(h in ranked or (h[0] == lead and lead in SPREADING) for h in own):
-            return True
+        if not inc.root_causes or not own:
+            return 0.0
         symptoms = list(inc.symptoms.values())
         total = sum(x.severity for x in symptoms) or 1.0
-        return any(sum(x.severity * explain(c, e, x, ctx) for x in symptoms) / total >= 0.5 for c, e in own)
+        fit = max(sum(x.severity * explain(c, e, x, ctx) for x in symptoms) / total for c, e in own)
+        ranked = {(rc.cause, rc.entity) for rc in inc.root_causes}
+        lead = inc.root_causes[0].cause
+        if fit >= 0.5 or any(h in ranked or (h[0] == lead and lead in SPREADING) for h in own):
+            return fit
+        return None
 
     def _locus(self, s: Symptom) -> set[str]:
         if s.entity.kind == "job":
@@ -186,8 +210,7 @@ class Correlator:
         self._merge_unpublished(ctx)
         for inc in list(self.open.values()):
             if not inc.published:
-                if inc.can_open and watermark >= inc.received_at + self.config.settle_s \
-                        and inc.root_causes and inc.root_causes[0].score >= self.config.min_score:
+                if self._ready(inc):
                     inc.detected_at = watermark
                     inc.updated_at = watermark
                     self.opened += 1
@@ -207,16 +230,43 @@ class Correlator:
                 self._emit(inc)
             inc.dirty = False
 
+    def _ready(self, inc: Incident) -> bool:
+        """A candidate is published once it may open an incident, has settled, and a cause
+        that scores enough has credible evidence (persistent or repeated: engine/credible.py)."""
+        return inc.can_open and self.watermark >= inc.received_at + self.config.settle_s and inc.credible
+
+    def _credible_lead(self, inc: Incident, ctx: Context) -> None:
+        """The best-ranked cause that scores enough and has credible evidence leads (ranks
+        renumbered): a better-scored one without (the silence of a collector gap, a host
+        link that went down once) is not what pages. None: the incident is not credible."""
+        symptoms = list(inc.symptoms.values())
+        inc.credible, inc.onset = False, None
+        for i, rc in enumerate(inc.root_causes):
+            if rc.score < self.config.min_score:
+                return
+            onset = self.config.persistence.onset(rc.cause, rc.entity, symptoms, ctx)
+            if onset is not None:
+                inc.credible, inc.onset = True, onset
+                if i:
+                    order = [rc] + inc.root_causes[:i] + inc.root_causes[i + 1:]
+                    inc.root_causes = [dataclasses.replace(x, rank=n + 1) for n, x in enumerate(order)]
+                return
+
     def _merge_unpublished(self, ctx: Context) -> None:
         """Symptoms of one fault that arrived together may have founded several groups
         before any was ranked: fold a not-yet-published group into an older incident
         whose leading cause is the same, or explains most of the group."""
         ordered = sorted(self.open.values(), key=lambda i: (i.opened_at, i.id))
         for young in [i for i in ordered if not i.published and i.root_causes]:
+            if young.id not in self.open:
+                continue
             for old in ordered:
                 if old is young or old.id not in self.open or not old.root_causes:
                     continue
-                if not old.published and (old.opened_at, old.id) > (young.opened_at, young.id):
+                # A younger candidate takes an older one only as the broader explanation
+                # (a job surge's incident takes the congestion of its links, not the reverse).
+                later = not old.published and (old.opened_at, old.id) > (young.opened_at, young.id)
+                if later and self._same_fault(young, old, ctx):
                     continue
                 if self._same_fault(old, young, ctx):
                     self._fold(young, into=old)
@@ -244,11 +294,21 @@ class Correlator:
         del self.open[young.id]
 
     def _rerank(self, inc: Incident, ctx: Context) -> None:
+        inc.root_causes = rank(list(inc.symptoms.values()), ctx)
+        if inc.root_causes:
+            self._credible_lead(inc, ctx)
+            self._impact(inc, ctx)
+
+    def _impact(self, inc: Incident, ctx: Context) -> None:
+        """Opening time, affected jobs and severity from the leading cause: the incident
+        opened when the credible evidence for its leading cause began, or (not credible
+        yet) with the first symptom that cause explains. A symptom of something else that
+        happened to be near (a collector gap before a switch died) does not date the fault."""
         symptoms = list(inc.symptoms.values())
-        inc.root_causes = rank(symptoms, ctx)
-        if not inc.root_causes:
-            return
         top = inc.root_causes[0]
+        inc.opened_at = inc.onset if inc.onset is not None else min(
+            (s.start for s in symptoms if explain(top.cause, top.entity, s, ctx) >= 0.5),
+            default=min(s.start for s in symptoms))
         running = {j.job_id: j for j in self.jobs.running(inc.opened_at)}
         running.update({j.job_id: j for j in ctx.jobs})
         inc.affected_jobs = affected_jobs(cause=top.cause, entity=top.entity, jobs=running.values(), topology=self.topology)
@@ -258,27 +318,42 @@ class Correlator:
         inc.severity = self.config.severity.grade(jobs=len(inc.affected_jobs), hosts=len(hosts))
 
     def _job_surges(self) -> None:
+        """A job surges when most of its hosts saturate their NICs, or when its share of a
+        congested shared link's load is dominant (engine/attribution.py); the surge is a
+        symptom of the job, sent again while it lasts."""
         running = self.jobs.running(self.watermark)
-        live = set()
+        hot_by_job = {}
         for job in running:
             if len(job.hosts) < 2:
                 continue
             hot = [self.saturated[h] for h in job.hosts if h in self.saturated]
-            fraction = len(hot) / len(job.hosts)
-            if fraction >= self.config.surge_fraction:
-                live.add(job.job_id)
-                if job.job_id not in self.surges:
-                    start = min(s.start for s in hot)
-                    sym = Symptom(
-                        key=f"{SURGE_RULE}@{job.job_id}@{start:.3f}", kind="job_traffic_surge", family="job_surge",
-                        entity=Entity("job", job.job_id), device="", start=start, last=self.watermark,
-                        severity=0.8, metrics={"saturated_hosts": float(len(hot)), "fraction": round(fraction, 3)},
-                        rule=SURGE_RULE,
-                    )
-                    self.surges[job.job_id] = sym
+            if len(hot) / len(job.hosts) >= self.config.surge_fraction:
+                hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts))
+        noisy = dominant_jobs(congested=self.shared.values(), load=host_load(self.busy.values()), jobs=running,
+                              topology=self.topology, share=self.config.dominant_share) if self.shared else {}
+        for job_id in sorted(hot_by_job.keys() | noisy.keys()):
+            sym = self.surges.get(job_id)
+            if sym is not None:
+                if self.watermark - sym.last >= self.config.surge_refresh_s:
+                    sym.last = self.watermark
                     self.add(sym)
+                continue
+            hot, fraction = hot_by_job.get(job_id, ([], 0.0))
+            metrics = {"saturated_hosts": float(len(hot)), "fraction": round(fraction, 3)}
+            starts = [s.start for s in hot]
+            if job_id in noisy:
+                metrics.update(share=noisy[job_id].share, shared_links=float(len(noisy[job_id].links)))
+                starts.append(noisy[job_id].start)
+            start = min(starts)
+            sym = Symptom(
+                key=f"{SURGE_RULE}@{job_id}@{start:.3f}", kind="job_traffic_surge", family="job_surge",
+                entity=Entity("job", job_id), device="", start=start, last=self.watermark,
+                severity=0.8, metrics=metrics, rule=SURGE_RULE,
+            )
+            self.surges[job_id] = sym
+            self.add(sym)
         for job_id in list(self.surges):
-            if job_id not in live:
+            if job_id not in hot_by_job and job_id not in noisy:
                 sym = self.surges.pop(job_id)
                 sym.end = sym.last = self.watermark
                 self.add(sym)
@@ -314,7 +389,9 @@ class Correlator:
             saturated={h: symptom_to_wire(x) for h, x in self.saturated.items()},
             surges={j: symptom_to_wire(x) for j, x in self.surges.items()}, opened=self.opened,
             resolved=self.resolved, jobs=self.jobs.to_dict()["jobs"], changes=list(self._changes),
-            admin_down={i: symptom_to_wire(x) for i, x in self.admin_down.items()})
+            admin_down={i: symptom_to_wire(x) for i, x in self.admin_down.items()},
+            busy={i: symptom_to_wire(x) for i, x in self.busy.items()},
+            shared={k: symptom_to_wire(x) for k, x in self.shared.items()})
 
     def restore(self, state: CorrelatorState) -> None:
         """Continue from `state`; ValueError (before any change) if it does not hold together."""
@@ -324,5 +401,7 @@ class Correlator:
         self.saturated = {h: symptom_from_wire(x) for h, x in state.saturated.items()}
         self.surges = {j: symptom_from_wire(x) for j, x in state.surges.items()}
         self.admin_down = {i: symptom_from_wire(x) for i, x in state.admin_down.items()}
+        self.busy = {i: symptom_from_wire(x) for i, x in state.busy.items()}
+        self.shared = {k: symptom_from_wire(x) for k, x in state.shared.items()}
         self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved
         self._changes = list(state.changes)

@@ -62,6 +62,8 @@ class Incident:
     can_open: bool = False  # holds a symptom that may open an incident on its own
     dirty: bool = True
     maintenance: str | None = None  # why its root cause is under maintenance (engine.maintenance); sticks
+    credible: bool = False  # its leading cause has evidence enough for a fault (engine/credible.py)
+    onset: float | None = None  # ... which began then
 
     @property
     def published(self) -> bool:
@@ -108,7 +110,8 @@ class Incident:
             symptoms=[symptom_to_wire(s) for s in self.symptoms.values()], status=self.status,
             detected_at=self.detected_at, resolved_at=self.resolved_at, root_causes=list(self.root_causes),
             affected_jobs=list(self.affected_jobs), hosts_affected=self.hosts_affected, severity=self.severity,
-            received_at=self.received_at, can_open=self.can_open, dirty=self.dirty, maintenance=self.maintenance)
+            received_at=self.received_at, can_open=self.can_open, dirty=self.dirty, maintenance=self.maintenance,
+            credible=self.credible, onset=self.onset)
 
     @classmethod
     def restore(cls, st: IncidentState) -> Incident:
@@ -119,10 +122,11 @@ class Incident:
                    status=st.status, detected_at=st.detected_at, resolved_at=st.resolved_at,
                    root_causes=list(st.root_causes), affected_jobs=list(st.affected_jobs),
                    hosts_affected=st.hosts_affected, severity=st.severity, received_at=st.received_at,
-                   can_open=st.can_open, dirty=st.dirty, maintenance=st.maintenance)
+                   can_open=st.can_open, dirty=st.dirty, maintenance=st.maintenance, credible=st.credible,
+                   onset=st.onset)
 
 
-class IncidentState(msgspec.Struct, frozen=True):
+class IncidentState(msgspec.Struct, frozen=True, omit_defaults=True):
     """An incident being correlated, as checkpoint data."""
 
     id: str
@@ -140,3 +144,5 @@ class IncidentState(msgspec.Struct, frozen=True):
     can_open: bool
     dirty: bool
     maintenance: str | None = None  # (added in 0.2; older checkpoints hold none)
+    credible: bool = False  # (a checkpoint from before persistence: ranked again when dirty)
+    onset: float | None = None

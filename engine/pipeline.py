@@ -37,6 +37,7 @@ class EngineConfig:
     max_lateness_s: float = 180.0  # ... but never more than this
     skew_s: float = 30.0  # a record leading the fleet by max(3 intervals, 10 s) + this is quarantined
     tick_s: float = 1.0  # event-time step of detection and correlation timers
+    refresh_s: float = 5.0  # an active symptom is sent again each time its evidence is this much longer
     correlation: CorrelationConfig = CorrelationConfig()
     learn_rate: float = 0.0  # anomaly models: online learning step (0: baselines stay as trained)
 
@@ -138,6 +139,7 @@ class DetectStage:
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int]] = {}
         self._next_tick: float | None = None
+        self._told: dict[str, float] = {}  # active symptom key -> the last sign it was sent with
         self._events: list[StageEvent] = []
         self.rejected: list[Reject] = []
 
@@ -223,17 +225,36 @@ class DetectStage:
 
     def _tick(self, now: float) -> None:
         self.detector.advance(now)
+        told = self._told
         for s in self.detector.drain():
             if s.end is None:
                 self.stats.symptoms += 1
+                told[s.key] = s.last
+            else:
+                told.pop(s.key, None)
             # A snapshot: the detector keeps updating its own symptom after this tick.
             snap = dataclasses.replace(s, metrics=dict(s.metrics))
             self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
+        self._refresh(now)
         self._events.append(StageEvent(TICK, now, self.source))
         self._next_tick = now + self.config.tick_s
         self.stats.watermark = now
         self.stats.counter_resets = self.detector.extractor.counter_resets
         self.stats.non_numeric_fields = self.detector.extractor.non_numeric
+
+    def _refresh(self, now: float) -> None:
+        """Symptoms are sent when they start and end; the correlator also needs to know
+        that an active one is still being seen (how long its evidence lasts, in event
+        time: contract section 8's persistence). An active symptom is sent again, as an
+        update, when its last sign has crossed another `refresh_s` of its age since the
+        last sign it was sent with (kept per symptom, and in the checkpoint)."""
+        step, told = self.config.refresh_s, self._told
+        for s in self.detector.active.values():
+            sent = told.get(s.key)
+            if sent is not None and (s.last - s.start) // step > (sent - s.start) // step:
+                told[s.key] = s.last
+                snap = dataclasses.replace(s, metrics=dict(s.metrics))
+                self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
 
     def finish(self) -> None:
         """End of input: release held records and run the timers past the last event time."""
@@ -271,7 +292,7 @@ class DetectStage:
             stats=self.stats.snapshot(), reorder=self.reorder.snapshot(), unknown_fields=dict(self._unknown_fields),
             next_tick=self._next_tick, events=[event_to_wire(e) for e in self._events], rejected=list(self.rejected),
             detector=d.snapshot(), features=d.extractor.snapshot(),
-            scorer=d.scorer.checkpoint() if d.scorer is not None else None)
+            scorer=d.scorer.checkpoint() if d.scorer is not None else None, told=dict(self._told))
 
     def load(self, state: DetectCheckpoint) -> None:
         """Continue from `state`. ValueError if it does not fit this stage's rules and
@@ -295,6 +316,7 @@ class DetectStage:
         self.stats.restore(state.stats)
         self.reorder.restore(state.reorder)
         self._unknown_fields, self._next_tick = dict(state.unknown_fields), state.next_tick
+        self._told = dict(state.told)
         self._events = [event_from_wire(e) for e in state.events]
         self.rejected = list(state.rejected)
 

@@ -89,7 +89,15 @@ def _link_flap(e: Entity, s: Symptom, ctx: Context) -> float:
         return 1.0
     if s.kind == "nic_retransmit" and any(ctx.near(s.device, device_of(x), 2) for x in ends):
         return 0.4
+    if s.kind in CONGESTION_KINDS and _beside(ends, s, ctx):
+        return 0.5  # the traffic it drops moves onto the links beside it: rerouting congestion
     return 0.0
+
+
+def _beside(ends: tuple[str, ...], s: Symptom, ctx: Context) -> bool:
+    """Whether symptom s is on another port of a switch at one end of the link."""
+    return s.entity.id not in ends and any(
+        ctx.topology.is_switch(device_of(x)) and device_of(x) == s.device for x in ends)
 
 
 def _link_degraded(e: Entity, s: Symptom, ctx: Context) -> float:
@@ -171,6 +179,8 @@ def _nic_degraded(e: Entity, s: Symptom, ctx: Context) -> float:
 def _storage_slow(e: Entity, s: Symptom, ctx: Context) -> float:
     if s.kind == "storage_latency" and s.entity.id == e.id:
         return 1.0
+    if s.family == "pfc" and (s.device == e.id or device_of(ctx.topology.peer(s.entity.id) or "") == e.id):
+        return 0.6  # a target that cannot keep up backs up its port: its readers are paused
     return 0.0
 
 
@@ -178,11 +188,15 @@ def _device_down(e: Entity, s: Symptom, ctx: Context) -> float:
     if s.kind == "switch_silent" and s.entity.id == e.id:
         return 1.0
     if s.family == "link_state":
+        if s.device == e.id:
+            return 0.2  # it reports its own port down: it is alive
         peer = ctx.topology.peer(s.entity.id)
-        if s.device == e.id or (peer and device_of(peer) == e.id):
-            return 1.0
+        if peer and device_of(peer) == e.id:
+            return 1.0  # seen from the far end
     if s.kind in CONGESTION_KINDS and ctx.near(s.device, e.id, 2):
         return 0.6  # its traffic moved onto the surviving paths beside it
+    if s.family == "pfc" and ctx.near(s.device, e.id, 2):
+        return 0.5  # ... and the congestion there pauses the senders
     if s.kind in ("nic_retransmit", "cnp_sender") and ctx.near(s.device, e.id, 2):
         return 0.3
     return 0.0
@@ -229,12 +243,7 @@ def explain(cause: str, entity: Entity, s: Symptom, ctx: Context) -> float:
 def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Context) -> float:
     """Physics that rules a candidate down whatever it explains."""
     if cause == "pfc_storm":
-        # The head of a pause tree sends pause without receiving it on its own device.
-        dev = device_of(entity.id)
-        if any(s.kind == "pfc_pause_rx" and s.device == dev for s in symptoms):
-            return 0.35
-        if not any(s.entity.id == entity.id and s.kind in ("pfc_pause_tx", "pause_storm_event") for s in symptoms):
-            return 0.8
+        return _pause_origin(entity, symptoms, ctx)
     elif cause == "device_down":
         if not any(s.kind == "switch_silent" and s.entity.id == entity.id for s in symptoms):
             return 0.4  # a switch that still reports is not down
@@ -249,6 +258,24 @@ def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Conte
         if any(s.family == "congestion" and s.entity.id in peers for s in symptoms):
             return 0.5  # the network toward it is congested: not the storage's fault
     return 1.0
+
+
+def _pause_origin(entity: Entity, symptoms: list[Symptom], ctx: Context) -> float:
+    """How plausible it is that `entity` originates pause (contract section 8). The head
+    of a pause tree sends pause without being paused on its own device; a switch port
+    relays pause when an egress of its switch is congested or paused, so a switch port is
+    an origin only with neither in sight, and even then less likely than a NIC (a NIC
+    that stops draining is what starts a storm in practice)."""
+    dev = device_of(entity.id)
+    if any(s.kind == "pfc_pause_rx" and s.device == dev for s in symptoms):
+        return 0.35  # paused itself: a relay
+    switch = ctx.topology.is_switch(dev)
+    if switch and any(s.family == "congestion" and s.kind != "cnp_sender" and s.device == dev for s in symptoms):
+        return 0.3  # a congested egress behind it: the pause is that congestion's
+    sends = any(s.entity.id == entity.id and s.kind in ("pfc_pause_tx", "pause_storm_event") for s in symptoms)
+    if switch:
+        return 0.6 if sends else 0.5
+    return 1.0 if sends else 0.8
 
 
 def rank(symptoms: list[Symptom], ctx: Context) -> list[RootCause]:

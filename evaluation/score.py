@@ -55,11 +55,13 @@ def _rank_of(incident: dict, cause: str, entity: str) -> int | None:
     return None
 
 
-def score_scenario(truth: dict, incidents: list[dict]) -> ScenarioResult:
+def assign(truth: dict, incidents: list[dict]) -> tuple[dict[int, list[tuple[int, float, dict]]], list[dict]]:
+    """Each incident to the fault it is about: ({fault index: [(rank, opened, incident)]
+    best first}, incidents that overlap no fault). The first of a fault's list is its
+    primary incident; the rest, and the unmatched, are false incidents."""
     faults = truth.get("faults", [])
-    result = ScenarioResult(truth["scenario"], bool(truth.get("clean")), truth["duration_s"] / 3600.0,
-                            incidents=len(incidents))
     assigned: dict[int, list[tuple[int, float, dict]]] = {i: [] for i in range(len(faults))}
+    unmatched = []
     for inc in incidents:
         opened = ts(inc["opened_at"])
         best = None
@@ -71,11 +73,34 @@ def score_scenario(truth: dict, incidents: list[dict]) -> ScenarioResult:
             if best is None or key < best[0]:
                 best = (key, i)
         if best is None:
-            result.false_incidents += 1
+            unmatched.append(inc)
         else:
             assigned[best[1]].append((best[0][0], opened, inc))
+    for mine in assigned.values():
+        mine.sort(key=lambda x: (x[0], x[1]))
+    return assigned, unmatched
+
+
+def false_incidents(truth: dict, incidents: list[dict]) -> list[tuple[dict, str]]:
+    """(incident, why it is false) for every false incident of a scenario: it overlaps no
+    fault in time, or it is a further incident of a fault that already has its primary."""
+    assigned, unmatched = assign(truth, incidents)
+    faults = truth.get("faults", [])
+    out = [(inc, "matches no fault") for inc in unmatched]
+    for i, mine in assigned.items():
+        f = faults[i]
+        out += [(inc, f"extra incident of {f['cause']} {f['entity']['id']}") for _, _, inc in mine[1:]]
+    return sorted(out, key=lambda x: (x[0]["opened_at"], x[0]["id"]))
+
+
+def score_scenario(truth: dict, incidents: list[dict]) -> ScenarioResult:
+    faults = truth.get("faults", [])
+    result = ScenarioResult(truth["scenario"], bool(truth.get("clean")), truth["duration_s"] / 3600.0,
+                            incidents=len(incidents))
+    assigned, unmatched = assign(truth, incidents)
+    result.false_incidents += len(unmatched)
     for i, f in enumerate(faults):
-        mine = sorted(assigned[i], key=lambda x: (x[0], x[1]))
+        mine = assigned[i]
         result.false_incidents += max(0, len(mine) - 1)
         truth_jobs = set(f.get("affected_jobs", []))
         if not mine:

@@ -1,0 +1,79 @@
+"""Noisy neighbour by attribution (contract section 8): whose traffic fills the congested
+shared links?
+
+A job's hosts need not be saturated one by one: with oversubscribed uplinks, many hosts
+at 60-80 % of line rate fill them. So each congested switch-to-switch link's load is
+split over the running jobs whose hosts send across it: a job's load is the sum of its
+hosts' NIC transmit utilisation (from the busy and saturated NICs the detector reports),
+and a job sends across a link when the link lies on the ECMP paths between its hosts
+(every equal-cost path: the engine cannot know the switches' hash). A job whose share of
+a congested shared link is dominant, on a link that another running job also crosses (a
+neighbour to hurt), is the noisy neighbour there.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from engine.topology import Topology
+from engine.types import Job, Symptom, device_of
+
+
+@dataclass(frozen=True)
+class Attribution:
+    job_id: str
+    share: float  # its smallest dominant share over the links it dominates
+    links: tuple[str, ...]  # the congested shared links it dominates
+    start: float  # when the congestion on those links began
+
+
+def host_load(nics: Iterable[Symptom]) -> dict[str, float]:
+    """Per host, the sum of its NICs' transmit utilisation (peak of each NIC's symptom)."""
+    out: dict[str, float] = {}
+    for s in nics:
+        out[s.device] = out.get(s.device, 0.0) + float(s.metrics.get("util_tx", 0.0))
+    return out
+
+
+def shared_link(topology: Topology, interface: str) -> str | None:
+    """The switch-to-switch link of `interface`, or None (a host link, or unknown)."""
+    link = topology.link_of(interface)
+    if link is None:
+        return None
+    ends = topology.link_ends(link)
+    return link if all(topology.is_switch(device_of(x)) for x in ends) else None
+
+
+def dominant_jobs(*, congested: Iterable[Symptom], load: dict[str, float], jobs: Iterable[Job],
+                  topology: Topology, share: float = 0.6, min_hosts: int = 2) -> dict[str, Attribution]:
+    """The jobs that dominate at least one congested shared link, by job id."""
+    by_link: dict[str, float] = {}
+    for s in congested:
+        link = shared_link(topology, s.entity.id)
+        if link is not None:
+            by_link[link] = min(by_link.get(link, s.start), s.start)
+    if not by_link:
+        return {}
+    jobs = list(jobs)
+    every_storage = tuple(topology.devices("storage"))
+    # What a job sends between its hosts loads the link; its paths to storage also make
+    # it a tenant of the link (a neighbour the noisy job can hurt).
+    sends = {j.job_id: topology.job_links(hosts=j.hosts, storage=()) for j in jobs}
+    paths = {j.job_id: topology.job_links(hosts=j.hosts, storage=every_storage if j.storage is None else j.storage)
+             for j in jobs}
+    loads = {j.job_id: sum(load.get(h, 0.0) for h in j.hosts) for j in jobs}
+    busy = {j.job_id: sum(1 for h in j.hosts if load.get(h, 0.0) > 0) for j in jobs}
+    found: dict[str, list[tuple[str, float, float]]] = {}
+    for link, start in sorted(by_link.items()):
+        crossing = [j.job_id for j in jobs if link in sends[j.job_id]]
+        total = sum(loads[j] for j in crossing)
+        if not crossing or total <= 0:
+            continue
+        top = max(crossing, key=lambda j: (loads[j], j))
+        if not any(link in paths[j.job_id] for j in jobs if j.job_id != top):
+            continue  # nobody else on the link: a busy job, not a noisy neighbour
+        part = loads[top] / total
+        if part >= share and busy[top] >= min_hosts:
+            found.setdefault(top, []).append((link, part, start))
+    return {j: Attribution(j, round(min(p for _, p, _ in xs), 3), tuple(x for x, _, _ in xs),
+                           min(t for _, _, t in xs)) for j, xs in found.items()}

@@ -1,0 +1,112 @@
+"""Persistence: when a candidate incident has evidence enough to be a fault (contract
+section 8), in seconds of event time, never in samples.
+
+A published incident has paged someone, so a candidate is published only once the
+evidence for its leading cause is credible, and one that never becomes credible is
+dropped unseen. The evidence is the candidate's symptoms that its leading cause explains
+directly (`explain` = 1: the queue at the congested port, the pause sent by the storming
+NIC, the errors on the bad link's ends). Each lasts from its first sign to its last (an
+active symptom's last sign comes with the detector's refreshes), and overlapping ones are
+joined. Per cause:
+
+- **sustained**: the longest joined stretch lasts at least `sustained_s[cause]`. Chosen
+  above the benign bursts of the same signals: collective phases and checkpoint bursts
+  last a few seconds, a PCIe stall or an ECN/CNP burst 1-3 s; a fault that matters lasts
+  tens of seconds. Storage latency asks for longer: single I/Os are slow now and then, a
+  target that is slow for half a minute is what readers feel. Congestion on a
+  switch-to-switch link waits `shared_congestion_s`: the question there is whose traffic
+  fills it (noisy neighbour by attribution), and the senders' load is reported on the
+  same clocks as the congestion, so the answer needs the same time again.
+- **repeated**: causes whose faults show as recurring blips (errors, NIC drops and stalls,
+  microbursts) are also credible after `repeats` separate stretches: the same entity
+  again and again, where a blip happens once.
+- **at once**: symptoms that are already a repetition or a hardware verdict make the
+  cause credible as soon as they are seen: a link whose carrier transitions repeat
+  (`link_flap`), a NIC's or switch's pause-storm watchdog.
+- `device_down` needs the switch's links seen down by their far ends, on half of its
+  links and at least two (a dead switch takes all its links down; two hosts rebooting
+  under one leaf take two): a switch whose telemetry stops while its peers see their links up is a collector
+  gap, and one that reports its own ports down is alive. `link_flap`
+  without repeated transitions is a link that went down once (a reboot, a driver reload,
+  maintenance): credible only for a switch-to-switch link that stays down
+  `fabric_link_down_s` (capacity lost).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.attribution import shared_link
+from engine.rank import Context, explain
+from engine.types import Entity, Symptom, device_of
+
+REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
+AT_ONCE = frozenset({"link_flap", "pause_storm_event", "pfcwd_storm"})
+
+
+def _default_sustained() -> dict[str, float]:
+    return {"congestion": 10.0, "pfc_storm": 10.0, "microburst": 10.0, "nic_degraded": 10.0,
+            "link_degraded": 10.0, "storage_slow": 30.0, "noisy_neighbor": 10.0}
+
+
+@dataclass(frozen=True)
+class Persistence:
+    sustained_s: dict[str, float] = field(default_factory=_default_sustained)
+    repeats: int = 3  # separate stretches of evidence that make a repeating cause credible
+    repeating: frozenset[str] = REPEATING
+    at_once: frozenset[str] = AT_ONCE  # symptom kinds credible as soon as seen
+    join_gap_s: float = 2.0  # stretches closer than this are one (symptoms of one condition, polled apart)
+    fabric_link_down_s: float = 30.0
+    shared_congestion_s: float = 20.0  # congestion on a switch-to-switch link waits for attribution
+    switch_links_down: int = 2  # a switch is down when at least this many of its links ...
+    switch_links_share: float = 0.5  # ... and this share of them are seen down by their far ends
+
+    def credible(self, cause: str, entity: Entity, symptoms: list[Symptom], ctx: Context) -> bool:
+        """Whether the evidence for `cause` at `entity` among `symptoms` makes a fault."""
+        return self.onset(cause, entity, symptoms, ctx) is not None
+
+    def onset(self, cause: str, entity: Entity, symptoms: list[Symptom], ctx: Context) -> float | None:
+        """When the credible evidence for `cause` at `entity` began (the fault's first
+        symptom), or None while it is not credible."""
+        direct = [s for s in symptoms if explain(cause, entity, s, ctx) >= 1.0]
+        if not direct:
+            return None
+        if any(s.kind in self.at_once for s in direct):
+            return min(s.start for s in direct)
+        if cause == "device_down":
+            return self._switch_down(entity.id, direct, ctx)
+        stretches = self.stretches(direct)
+        if cause == "link_flap":
+            ends = ctx.topology.link_ends(entity.id)
+            if not all(ctx.topology.is_switch(device_of(x)) for x in ends):
+                return None
+            need = self.fabric_link_down_s
+        elif cause == "congestion" and shared_link(ctx.topology, entity.id) is not None:
+            need = self.shared_congestion_s  # whose traffic is it? the senders' load comes on the same clocks
+        else:
+            need = self.sustained_s.get(cause, 10.0)
+        long = [a for a, b in stretches if b - a >= need]
+        if long:
+            return long[0]
+        if cause in self.repeating and len(stretches) >= self.repeats:
+            return stretches[0][0]
+        return None
+
+    def stretches(self, symptoms: list[Symptom]) -> list[tuple[float, float]]:
+        """The symptoms' spans (first to last sign), overlapping or near ones joined."""
+        spans = sorted((s.start, s.end if s.end is not None else s.last) for s in symptoms)
+        out = [list(spans[0])]
+        for a, b in spans[1:]:
+            if a <= out[-1][1] + self.join_gap_s:
+                out[-1][1] = max(out[-1][1], b)
+            else:
+                out.append([a, b])
+        return [(a, b) for a, b in out]
+
+    def _switch_down(self, switch: str, direct: list[Symptom], ctx: Context) -> float | None:
+        # A dead switch reports nothing: its links count when their far ends see them down.
+        seen = [s for s in direct if s.family == "link_state" and s.device != switch]
+        links = {ctx.topology.link_of(s.entity.id) for s in seen} - {None}
+        every = {ctx.topology.link_of(i) for i in ctx.topology.interfaces(switch)} - {None}
+        if len(links) >= max(self.switch_links_down, self.switch_links_share * len(every)):
+            return min(s.start for s in seen)
+        return None
