@@ -7,7 +7,9 @@ sample's list, ../shared/real-samples/ethtool/mlx5_ethtool_S_counter_names_kerne
 
 - `pfc_storm`: the NIC sends PFC pause frames on priority 3 nonstop (tx_prio3_pause and
   its duration climb, tx_pause_storm_warning_events counts up), as a stuck receiver does;
-- `link_down`: the link drops (link 0, link_down_events_phy counts once, traffic stops).
+- `link_down`: the link drops (link 0, link_down_events_phy counts once, traffic stops);
+- `link_flap`: the link goes down and up again and again (a bad cable or optic): down for
+  2 s of every 4, link_down_events_phy counting each drop.
 
     python testkit/mlx5_ethtool.py --names FILE --state FILE --host gpu001 --interface eth0 \\
         --fault pfc_storm --fault-after 20
@@ -22,6 +24,7 @@ from pathlib import Path
 RATES = {"rx_bytes": 2_000_000_000, "tx_bytes": 2_000_000_000, "rx_packets": 500_000, "tx_packets": 500_000,
          "rx_bytes_phy": 2_000_000_000, "tx_bytes_phy": 2_000_000_000, "rx_packets_phy": 500_000,
          "tx_packets_phy": 500_000, "rx_bits_phy": 16_000_000_000}
+FLAP_S = 4.0  # a flapping link's period
 STORM = {"tx_prio3_pause": 20_000, "tx_prio3_pause_duration": 900_000, "tx_pause_storm_warning_events": 1}
 
 
@@ -47,8 +50,11 @@ def line(names: list[str], t: float, *, host: str, interface: str, fault: str, f
         for n, rate in STORM.items():
             fields[n] = int(rate * (t - fault_after)) + (1 if n == "tx_pause_storm_warning_events" else 0)
     fields["link_down_events_phy"] = 1 if faulty and fault == "link_down" else 0
-    body = ",".join(f"{k}={v}i" for k, v in fields.items())
     link = 0 if faulty and fault == "link_down" else 1
+    if faulty and fault == "link_flap":
+        fields["link_down_events_phy"] = int((t - fault_after) // FLAP_S) + 1
+        link = 0 if (t - fault_after) % FLAP_S < FLAP_S / 2 else 1
+    body = ",".join(f"{k}={v}i" for k, v in fields.items())
     return f"ethtool,driver=mlx5_core,host={host},interface={interface} {body},link={link}i"
 
 
@@ -58,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--state", type=Path, required=True, help="file holding the first call's time")
     p.add_argument("--host", required=True)
     p.add_argument("--interface", required=True)
-    p.add_argument("--fault", choices=("none", "pfc_storm", "link_down"), default="none")
+    p.add_argument("--fault", choices=("none", "pfc_storm", "link_down", "link_flap"), default="none")
     p.add_argument("--fault-after", type=float, default=20.0)
     a = p.parse_args(argv)
     now = time.time()
