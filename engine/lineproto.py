@@ -80,18 +80,27 @@ def _document(head: str, parts: list[str], simple: bool, quoted: bool) -> dict:
     return doc
 
 
-def _split_head(line: str) -> str:
-    """The measurement and tags: everything up to the first unescaped space."""
-    i, n = 0, len(line)
+def _unescaped(text: str, char: str, *, stop_at_quote: bool = False) -> int:
+    """Index of the first `char` not escaped by a backslash, or -1 (also at a `"` when
+    `stop_at_quote`: what follows is a string value)."""
+    i, n = 0, len(text)
     while i < n:
-        c = line[i]
+        c = text[i]
         if c == "\\":
             i += 2
             continue
-        if c == " ":
-            return line[:i]
+        if c == char:
+            return i
+        if stop_at_quote and c == '"':
+            return -1
         i += 1
-    return line
+    return -1
+
+
+def _split_head(line: str) -> str:
+    """The measurement and tags: everything up to the first unescaped space."""
+    i = _unescaped(line, " ")
+    return line if i < 0 else line[:i]
 
 
 def _split(text: str, sep: str, *, quotes: bool) -> list[str]:
@@ -182,18 +191,8 @@ def _fields(text: str, simple: bool) -> dict[str, object]:
 
 def _key_value(piece: str) -> tuple[str, str, str]:
     """A field split at its first unescaped `=` (the value may hold more in a string)."""
-    i, n = 0, len(piece)
-    while i < n:
-        c = piece[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "=":
-            return piece[:i], "=", piece[i + 1:]
-        if c == '"':
-            break
-        i += 1
-    return piece, "", ""
+    i = _unescaped(piece, "=", stop_at_quote=True)
+    return (piece, "", "") if i < 0 else (piece[:i], "=", piece[i + 1:])
 
 
 def _value(key: str, text: str) -> object:
