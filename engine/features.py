@@ -169,6 +169,9 @@ class FeatureExtractor:
     plans: dict[str, FeaturePlan]
     series: dict[str, SeriesState] = field(default_factory=dict)
     counter_resets: int = 0
+    # late samples older than their series' newest: no rate (Stats.superseded); counted from
+    # the restore, not checkpointed (format 2 is released; like Stats.mapped)
+    superseded: int = 0
     _compute: dict[str, Callable] = field(default_factory=dict)
     _fresh: dict[str, tuple] = field(default_factory=dict)  # measurement -> no previous values
     _tally: list = field(default_factory=lambda: [0])  # counter values that were not numbers (SeriesState.tally)
@@ -205,7 +208,9 @@ class FeatureExtractor:
             dt = 1.0  # no previous values: no rate yet
         else:
             dt = metric.ts - st.ts
-            if dt <= 0:
+            if dt <= 0:  # (0: a late half released alone, counted by the reorderer)
+                if dt < 0:
+                    self.superseded += 1
                 return None
             st.ts = metric.ts
         out = compute(metric.fields, metric.tags, st, dt)

@@ -65,6 +65,7 @@ class Stats:
     clock_suspects: dict = field(default_factory=dict)  # host -> [future_timestamp rejects, max s ahead]
     counter_resets: int = 0
     non_numeric_fields: int = 0  # counter values that were strings or booleans (no rate; counted, not used)
+    superseded: int = 0  # late records older than their series' newest sample: taken, no rate (a newer one covers it)
     symptoms: int = 0
     incidents_opened: int = 0
     incidents_resolved: int = 0
@@ -80,6 +81,7 @@ class Stats:
             "merged_halves": self.merged,
             "conflicting_fields": self.conflicting_fields,
             "late_records": self.late,
+            "late_superseded": self.superseded,
             "clock_suspect_devices": {h: {"future_timestamps": n, "ahead_s": ahead}
                                       for h, (n, ahead) in sorted(self.clock_suspects.items())},
             "ignored_measurements": dict(sorted(self.ignored_measurements.items())),
@@ -102,8 +104,8 @@ class Stats:
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
         for f in dataclasses.fields(self):
-            if f.name == "mapped":  # (not in the checkpoint format: counted again from the restore)
-                self.mapped = Counter()
+            if f.name in ("mapped", "superseded"):  # (not in the checkpoint format: counted again from the restore)
+                setattr(self, f.name, Counter() if f.name == "mapped" else 0)
                 continue
             value = getattr(state, f.name)
             if f.name == "clock_suspects":
@@ -241,6 +243,7 @@ class DetectStage:
         self.stats.watermark = now
         self.stats.counter_resets = self.detector.extractor.counter_resets
         self.stats.non_numeric_fields = self.detector.extractor.non_numeric
+        self.stats.superseded = self.detector.extractor.superseded
 
     def _refresh(self, now: float) -> None:
         """Symptoms are sent when they start and end; the correlator also needs to know

@@ -43,6 +43,7 @@ def _detect_figures(m: WorkerMetrics, stages) -> None:
         st = stage.stats
         m.records += st.records
         m.duplicates += st.duplicates
+        m.superseded += st.superseded
         m.symptoms += st.symptoms
         rejects.update(st.rejects)
         if stage.detector.clock != float("-inf"):

@@ -20,6 +20,7 @@ class WorkerMetrics:
     records: int = 0
     rejects: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0
+    superseded: int = 0  # late records behind a newer sample of their series: taken, no rate
     symptoms: int = 0
     incidents_opened: int = 0
     incidents_resolved: int = 0
@@ -70,6 +71,9 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
     yield _counter("fabric_rca_dead_letter_failed_total",
                    "Dead letters not acknowledged after every retry (logged as errors).", m.dead_letter_failed)
     yield _counter("fabric_rca_duplicates_total", "Duplicate records dropped.", m.duplicates)
+    yield _counter("fabric_rca_late_superseded_total",
+                   "Late records older than a sample of their series already read: taken, no rate (the newer "
+                   "sample's counters cover them).", m.superseded)
     yield _counter("fabric_rca_symptoms_total", "Symptoms raised by stage 1.", m.symptoms)
     yield _counter("fabric_rca_incidents_opened_total", "Incidents published.", m.incidents_opened)
     yield _counter("fabric_rca_incidents_resolved_total", "Incidents resolved.", m.incidents_resolved)

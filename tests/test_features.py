@@ -67,6 +67,15 @@ def test_sample_not_newer_than_the_previous_gives_nothing():
     assert fx.extract(metric("switch_port", 12, {"if_in_octets": 100})) == {"if_in_octets_rate": 50.0}
 
 
+def test_a_sample_older_than_its_series_newest_is_counted_superseded():
+    fx = extractor("switch_port", "if_in_octets_rate")
+    fx.extract(metric("switch_port", 10, {"if_in_octets": 0}))
+    fx.extract(metric("switch_port", 10, {"if_in_octets": 50}))  # a late half alone: the reorderer counts it
+    assert fx.superseded == 0
+    fx.extract(metric("switch_port", 9, {"if_in_octets": 50}))
+    assert fx.superseded == 1
+
+
 def test_measurement_without_a_plan_is_ignored():
     fx = extractor("switch_port", "if_in_octets_rate")
     assert fx.extract(metric("nic_port", 0, {"rx_bytes": 1})) is None

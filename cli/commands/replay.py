@@ -81,6 +81,8 @@ def _print_summary(summary: dict, args) -> None:
         print(f"  mapped from real exporters: {summary['mapped']}")
     if summary["merged_halves"]:
         print(f"  halves merged: {summary['merged_halves']} ({summary['conflicting_fields']} conflicting fields)")
+    if summary["late_superseded"]:
+        print(f"  late records behind a newer sample of their series (taken, no rate): {summary['late_superseded']}")
     for host, c in summary["clock_suspect_devices"].items():
         print(f"  device {host}'s clock is {c['ahead_s']:.0f} s ahead: {c['future_timestamps']} records quarantined")
     for name, fig in summary.get("notifications", {}).items():
