@@ -58,6 +58,8 @@ def run(args) -> int:
     windows.close()
     summary = stats.summary() | {"db": redacted_url(url), "rejects_file": str(args.rejects) if stats.rejects else None,
                                  "failed_files": [failure_dict(f) for f in failures]}
+    if parts.cabling is not None:  # --lldp: how the survey's cabling compares (miswired links are incidents)
+        summary["cabling"] = parts.cabling.summary
     if notifier is not None:
         unsent = notifier.close(timeout=30.0)
         summary["notifications"] = {name: fig | {"unsent": unsent[name]} for name, fig in notifier.figures().items()}
@@ -81,6 +83,10 @@ def _print_summary(summary: dict, args) -> None:
         print(f"  mapped from real exporters: {summary['mapped']}")
     if summary["merged_halves"]:
         print(f"  halves merged: {summary['merged_halves']} ({summary['conflicting_fields']} conflicting fields)")
+    if "cabling" in summary:
+        c = summary["cabling"]
+        print(f"  cabling against {args.lldp}: {c['matching']} matching, {c['miswired']} miswired (link_miswired "
+              f"incidents), {c['missing']} missing, {c['extra']} extra, {c['unverified']} unverified")
     for host, c in summary["clock_suspect_devices"].items():
         print(f"  device {host}'s clock is {c['ahead_s']:.0f} s ahead: {c['future_timestamps']} records quarantined")
     for name, fig in summary.get("notifications", {}).items():
