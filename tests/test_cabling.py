@@ -3,18 +3,20 @@
 the incidents; `replay --lldp` stores them and the API serves them by cause."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import httpx
 import pytest
+from test_compose_root import _free_port, _run, _worker
 from test_topology_sources import _write_dir, lldp_docs
 
 from api.server import running_server
 from cli.main import main
 from compose import EngineSettings, build_engine, new_pipeline
-from engine.cabling import CAUSE, Cabling, check_cabling
-from engine.events import TICK, StageEvent
+from engine.cabling import CAUSE, check_cabling
+from engine.events import TICK, StageEvent, encode_batch
 from engine.jobs import JobBook
 from engine.pipeline import CorrelateStage
 from engine.topology import load_topology
@@ -222,3 +224,14 @@ def test_replay_opens_nothing_when_lldp_agrees_or_is_not_given(tmp_path):
     assert _replay(tmp_path / "agrees", telemetry, declared, "--lldp", str(lldp))[0] == []
     _, declared, telemetry = _fabric(tmp_path / "not_given", declared_peer="eth0")
     assert _replay(tmp_path / "not_given", telemetry, declared)[0] == []  # miswired, but no survey given
+
+
+def test_a_worker_started_with_lldp_opens_the_incident_at_its_first_tick(tmp_path, air):
+    lldp = _write_dir(tmp_path / "lldp", lldp_docs(air, cables=_moved(air, "gpu001:eth0--leaf01:swp1", "swp30")))
+    settings = dataclasses.replace(_worker(["--lldp", str(lldp)]), db_url=f"sqlite:///{tmp_path}/w.db",
+                                   web_port=_free_port(), data_dir=tmp_path)
+    stage = _run(settings, "correlate", encode_batch([StageEvent(TICK, T0, "fabric.telemetry:0")]),
+                 f"correlate:{settings.symptoms_topic}")
+    [inc] = stage.correlator.cabling.open.values()
+    assert inc.root_causes[0].entity.id == "gpu001:eth0--leaf01:swp1" and inc.detected_at == T0
+    assert stage.correlator.opened == 1
