@@ -103,6 +103,9 @@ def _to_kafka(args) -> int:
     from streams.topics import DEFAULT_PARTITIONS, ensure_topics
 
     load_topology(args.topology)  # fail early on a bad topology, as the embedded replay does
+    if args.lldp is not None:  # (not a record: nothing to send; the workers check their own survey)
+        print(f"note: --lldp {args.lldp} is not sent to Kafka: give it to the workers (--lldp or FABRIC_RCA_LLDP)",
+              file=sys.stderr)
     show = sys.stderr.isatty() and not args.quiet
 
     def progress(st) -> None:
