@@ -27,11 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.impact import affected_jobs
-from engine.jobs import job_sort_key
 from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_id
+from engine.jobs import job_sort_key
 from engine.topology import Topology
 from engine.topology_check import cross_check
 from engine.topology_load import TopologySpec
+from engine.topology_load.common import names
 from engine.types import LINK, AffectedJob, Entity, Job, RootCause, Symptom, device_of
 
 CAUSE = "link_miswired"
@@ -81,8 +82,7 @@ def check_cabling(declared: Topology, observed: TopologySpec, *, declared_source
 
 def _names(links) -> str:
     links = list(links)
-    more = f" (+{len(links) - 8} more)" if len(links) > 8 else ""
-    return f"{len(links)}: " + ", ".join(links[:8]) + more
+    return f"{len(links)}: {names(links)}"
 
 
 class Cabling:
