@@ -18,6 +18,7 @@ from compose import EngineSettings, build_engine, new_pipeline
 from engine.cabling import CAUSE, check_cabling
 from engine.events import TICK, StageEvent, encode_batch
 from engine.jobs import JobBook
+from engine.maintenance import StaticWindows, Window
 from engine.pipeline import CorrelateStage
 from engine.topology import load_topology
 from engine.topology_load import TopologyError, read_spec
@@ -147,6 +148,14 @@ def test_a_restart_keeps_the_incident_and_one_whose_survey_is_fixed_resolves_it(
     [done] = _tick(fixed, T0 + 5)
     assert (done["id"], done["status"], done["resolved_at"]) == (inc["id"], "resolved", "2025-11-29T07:06:45.000Z")
     assert fixed.correlator.resolved == 1 and _tick(fixed, T0 + 6) == []
+
+
+def test_a_maintenance_window_on_the_link_marks_it_as_on_any_incident(tmp_path, air):
+    [m] = _check(air, _survey(tmp_path, air, _moved(air, "gpu001:eth0--leaf01:swp1", "swp30"))).miswired
+    windows = StaticWindows((Window("w1", "leaf01", T0 - 60, T0 + 3600, "re-cabling rack 1"),))
+    stage = CorrelateStage(topology=air, rules=load_rules(), maintenance=windows, miswired=(m,))
+    [inc] = _tick(stage, T0)
+    assert inc["maintenance"] and "w1 on leaf01" in inc["maintenance_reason"]
 
 
 def test_without_a_survey_the_engine_has_no_cabling_to_report():
