@@ -27,7 +27,10 @@ engine from switch, NIC, storage and scheduler telemetry.
 
 Each incident names its ranked root causes (cause + entity + score + evidence), the
 jobs it affected and the symptoms behind it. Times are event times, RFC 3339 UTC with
-milliseconds. The shape is contract section 6.
+milliseconds. The shape is contract section 6. Causes are contract section 5's, plus
+the engine's extension causes beyond that list: `link_miswired` (entity: the declared
+link), opened when the engine is given the devices' LLDP neighbours (`--lldp`) and a
+declared link's ends are seen cabled elsewhere; its evidence holds both topologies' view.
 """
 
 

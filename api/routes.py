@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 
-from api.schemas import CauseName, ErrorPublic, HealthPublic, IncidentPublic, IncidentStatus
+from api.schemas import CAUSE_HELP, CauseName, ErrorPublic, HealthPublic, IncidentPublic, IncidentStatus
 from api.store import repository
 from api.store.db import StoreError, create_schema
 from api.store.repository import MAX_OFFSET
@@ -84,7 +84,7 @@ def _id(description: str) -> Any:
 
 def incident_filters(
     status: Annotated[IncidentStatus | None, Query(description="open or resolved")] = None,
-    cause: Annotated[CauseName | None, Query(description="a root cause (contract section 5)")] = None,
+    cause: Annotated[CauseName | None, Query(description=CAUSE_HELP)] = None,
     entity: Annotated[str | None, _text("an entity id or a device name")] = None,
     job: Annotated[str | None, _text("an affected job id")] = None,
     tenant: Annotated[str | None, _text("an affected job's tenant")] = None,

@@ -11,12 +11,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.entities import CAUSES
+from contract.entities import CAUSES, EXTENSION_CAUSES
 
 IncidentStatus = Literal["open", "resolved"]
 Severity = Literal["critical", "major", "minor"]
-# The root causes of contract section 5, from the contract's one list of them.
+# The root causes of contract section 5 and the engine's extension causes, from contract/'s one list.
 CauseName = Literal[CAUSES]  # type: ignore[valid-type]
+CAUSE_HELP = (f"a root cause: one of contract section 5, or an extension cause of this engine beyond the "
+              f"contract's list ({', '.join(EXTENSION_CAUSES)}: docs/design.md \"Extension causes\")")
 
 _TIME = "RFC 3339 UTC time with milliseconds, e.g. 2025-11-29T07:08:10.000Z"
 
@@ -32,7 +34,7 @@ class EntityPublic(_Public):
 
 class RootCausePublic(_Public):
     rank: int = Field(description="1 is the most likely cause")
-    cause: str = Field(description="one of the causes of contract section 5")
+    cause: str = Field(description=CAUSE_HELP.replace("a root cause: one", "one", 1))
     entity: EntityPublic
     score: float = Field(description="confidence in [0, 1]")
     evidence: list[dict[str, Any]] = Field(description="free-form facts behind the verdict")

@@ -67,6 +67,10 @@ class EngineFlag:
 ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--topology", "FABRIC_RCA_TOPOLOGY", "topology", Path, "DOT, containerlab YAML or fabric-rca JSON",
                FILES),
+    EngineFlag("--lldp", "FABRIC_RCA_LLDP", "lldp", Path,
+               "`lldpctl -f json` of every device (a folder of DEVICE.json files, or one file): each declared link "
+               "LLDP sees cabled elsewhere is a link_miswired incident; missing and extra links are warnings",
+               FILES, metavar="DIR|FILE"),
     EngineFlag("--jobs", "FABRIC_RCA_JOBS", "jobs_file", Path,
                "jobs to preload: job_placement .jsonl, squeue --json / slurmrestd documents or kubectl get pods -o json, "
                "by content (the worker also reads fabric.jobs)", FILES),

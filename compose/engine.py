@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+from engine.cabling import CablingCheck, check_cabling
 from engine.jobs import JobBook
 from engine.k8s_pods import DEFAULT_JOB_LABELS, DEFAULT_TENANT_LABELS, PodLabels
 from engine.mapping import MappingSet, default_mappings
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline
 from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology, load_topology
+from engine.topology_load import TopologyError, read_spec
 from rules.loader import load_rules
 from rules.schema import RuleSet
 
@@ -33,6 +35,7 @@ class EngineSettings:
     config: EngineConfig = field(default_factory=EngineConfig)  # ordering, ticks, correlation, learn rate
     pod_job_labels: tuple[str, ...] = DEFAULT_JOB_LABELS  # Kubernetes pod labels naming a pod's job, first wins
     pod_tenant_labels: tuple[str, ...] = DEFAULT_TENANT_LABELS  # ... and its tenant (else its namespace)
+    lldp: Path | None = None  # `lldpctl -f json` of every device: link_miswired against the topology (None: no check)
 
     @property
     def pod_labels(self) -> PodLabels:
@@ -53,6 +56,12 @@ class EngineParts:
     mappings: MappingSet | None = None  # None: engine.mapping.default_mappings()
     # The maintenance windows in force (an adapter's, e.g. api.maintenance.StoreWindows); None: none.
     maintenance: MaintenanceSource | None = None
+    cabling: CablingCheck | None = None  # the topology against the LLDP survey (None: no survey given)
+
+    @property
+    def miswired(self) -> tuple:
+        """The miswired links, each a link_miswired incident of every correlator."""
+        return self.cabling.miswired if self.cabling is not None else ()
 
     def job_book(self) -> JobBook:
         """A fresh book of the preloaded jobs (each correlator holds its own)."""
@@ -84,16 +93,30 @@ def build_engine(settings: EngineSettings, *, topology: Topology | None = None,
             log.warning("topology: %s", line)
     if models is None:
         models = load_models(settings.models_dir)
+    cabling = None if settings.lldp is None else load_cabling(topology, settings.lldp, declared=settings.topology)
     return EngineParts(rules=load_rules(list(settings.rule_files) or None), topology=topology,
                        roles={d: topology.role(d) for d in topology.devices()}, config=settings.config,
                        jobs_file=settings.jobs_file, models=models, pod_labels=settings.pod_labels,
-                       mappings=default_mappings(settings.mapping_dirs))
+                       mappings=default_mappings(settings.mapping_dirs), cabling=cabling)
+
+
+def load_cabling(topology: Topology, lldp: Path, *, declared: Path | None) -> CablingCheck:
+    """The `lldp` survey checked against `topology` (engine/cabling.py); what it left out
+    and the links it finds missing or extra are logged, as the topology's warnings are."""
+    observed = read_spec(lldp)
+    if not observed.surveyed:
+        raise TopologyError(f"{lldp}: not lldpctl JSON output (no device's neighbours in it)")
+    check = check_cabling(topology, observed, declared_source=str(declared or "the topology"), observed_source=str(lldp))
+    for line in observed.warnings + check.warnings:
+        log.warning("lldp: %s", line)
+    return check
 
 
 def new_pipeline(parts: EngineParts) -> Pipeline:
     """Both stages in one process (`replay`, `evaluate`)."""
     return Pipeline(rules=parts.rules, topology=parts.topology, jobs=parts.job_book(), config=parts.config,
-                    scorer=parts.scorer(), mappings=parts.mappings, maintenance=parts.maintenance)
+                    scorer=parts.scorer(), mappings=parts.mappings, maintenance=parts.maintenance,
+                    miswired=parts.miswired)
 
 
 def new_detect_stage(parts: EngineParts, source: str) -> DetectStage:
@@ -107,4 +130,4 @@ def new_correlate_stage(parts: EngineParts, sources: Iterable[str]) -> Correlate
     scorer = parts.scorer()
     return CorrelateStage(topology=parts.topology, rules=parts.rules, jobs=parts.job_book(), config=parts.config,
                           sources=sources, opens_incident=scorer.opens_incident if scorer is not None else None,
-                          maintenance=parts.maintenance)
+                          maintenance=parts.maintenance, miswired=parts.miswired)

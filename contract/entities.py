@@ -1,4 +1,5 @@
-"""Entity kinds, their ids (contract section 4) and the root causes (section 5)."""
+"""Entity kinds, their ids (contract section 4) and the root causes (section 5, plus the
+engine's extension causes, marked below)."""
 from __future__ import annotations
 
 LINK = "link"
@@ -9,8 +10,8 @@ STORAGE = "storage"
 JOB = "job"
 ENTITY_KINDS = (INTERFACE, SWITCH, HOST, STORAGE, LINK, JOB)
 
-# cause -> the kind of entity it names
-CAUSE_ENTITY_KIND: dict[str, str] = {
+# cause -> the kind of entity it names: contract section 5's list, in its order
+CONTRACT_CAUSE_ENTITY_KIND: dict[str, str] = {
     "link_flap": LINK,
     "link_degraded": LINK,
     "pfc_storm": INTERFACE,
@@ -21,8 +22,17 @@ CAUSE_ENTITY_KIND: dict[str, str] = {
     "device_down": SWITCH,
     "noisy_neighbor": JOB,
 }
-CAUSES: tuple[str, ...] = tuple(CAUSE_ENTITY_KIND)
-
+# EXTENSION causes: diagnosed by this engine beyond the contract's list, and proposed for
+# it (docs/design.md "Extension causes"). Every package treats them as it treats the
+# contract's (the API's cause enum, feedback, notifications); once the shared contract
+# lists one, it moves to the dict above (tests/test_contract_vocabulary.py says when).
+EXTENSION_CAUSE_ENTITY_KIND: dict[str, str] = {
+    "link_miswired": LINK,  # a cable LLDP sees elsewhere than the declared topology puts it
+}
+CAUSE_ENTITY_KIND: dict[str, str] = CONTRACT_CAUSE_ENTITY_KIND | EXTENSION_CAUSE_ENTITY_KIND
+CONTRACT_CAUSES: tuple[str, ...] = tuple(CONTRACT_CAUSE_ENTITY_KIND)
+EXTENSION_CAUSES: tuple[str, ...] = tuple(EXTENSION_CAUSE_ENTITY_KIND)
+CAUSES: tuple[str, ...] = CONTRACT_CAUSES + EXTENSION_CAUSES
 
 def interface_id(host: str, interface: str) -> str:
     return f"{host}:{interface}"

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import msgspec
 
 from engine.attribution import dominant_jobs, host_load, shared_link
+from engine.cabling import Cabling
 from engine.credible import Persistence
 from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.impact import affected_jobs
@@ -64,6 +65,7 @@ class CorrelatorState(msgspec.Struct, frozen=True, omit_defaults=True):
     admin_down: dict[str, SymptomWire] = {}  # interface -> its admin-down symptom (added in 0.2)
     busy: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
     shared: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
+    cabling: list[IncidentState] = msgspec.field(default_factory=list)  # open link_miswired incidents
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Correlator:
     resolved: int = 0
     maintenance: MaintenanceSource | None = None  # the windows in force (data, read by an adapter)
     admin_down: dict[str, Symptom] = field(default_factory=dict)  # interface -> admin-down symptom
+    cabling: Cabling = field(default_factory=Cabling)  # link_miswired from LLDP (engine/cabling.py): not correlated
     _changes: list[dict] = field(default_factory=list)
 
     # --- input -----------------------------------------------------------------------
@@ -229,6 +232,11 @@ class Correlator:
                 inc.updated_at = watermark
                 self._emit(inc)
             inc.dirty = False
+        changed, opened, resolved = self.cabling.advance(watermark, running=ctx.jobs, topology=self.topology,
+                                                         severity=self.config.severity)
+        self.opened, self.resolved = self.opened + opened, self.resolved + resolved
+        for inc in changed:
+            self._emit(inc)
 
     def _ready(self, inc: Incident) -> bool:
         """A candidate is published once it may open an incident, has settled, and a cause
@@ -391,11 +399,12 @@ class Correlator:
             resolved=self.resolved, jobs=self.jobs.to_dict()["jobs"], changes=list(self._changes),
             admin_down={i: symptom_to_wire(x) for i, x in self.admin_down.items()},
             busy={i: symptom_to_wire(x) for i, x in self.busy.items()},
-            shared={k: symptom_to_wire(x) for k, x in self.shared.items()})
+            shared={k: symptom_to_wire(x) for k, x in self.shared.items()}, cabling=self.cabling.snapshot())
 
     def restore(self, state: CorrelatorState) -> None:
         """Continue from `state`; ValueError (before any change) if it does not hold together."""
         incidents = {st.id: Incident.restore(st) for st in state.open}
+        cabled = [Incident.restore(st) for st in state.cabling]
         self.jobs = JobBook.from_dict({"jobs": state.jobs})
         self.open, self.home = incidents, dict(state.home)
         self.saturated = {h: symptom_from_wire(x) for h, x in state.saturated.items()}
@@ -403,5 +412,6 @@ class Correlator:
         self.admin_down = {i: symptom_from_wire(x) for i, x in state.admin_down.items()}
         self.busy = {i: symptom_from_wire(x) for i, x in state.busy.items()}
         self.shared = {k: symptom_from_wire(x) for k, x in state.shared.items()}
+        self.cabling.restore(cabled)
         self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved
         self._changes = list(state.changes)

@@ -23,6 +23,7 @@ TITLES = {
     "storage_slow": "Storage {e} is slow",
     "device_down": "Switch {e} is down",
     "noisy_neighbor": "Job {e} saturates shared links (noisy neighbor)",
+    "link_miswired": "Link {e} is miswired (LLDP sees another neighbour)",  # an extension cause (engine/cabling.py)
 }
 
 

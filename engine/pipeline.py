@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable
 
 from engine import checkpoint
+from engine.cabling import Cabling, Miswiring
 from engine.checkpoint import CheckpointError, CorrelateCheckpoint, DetectCheckpoint, StatsState
 from engine.correlate import CorrelationConfig, Correlator
 from engine.detect import Detector
@@ -347,14 +348,16 @@ class CorrelateStage:
 
     def __init__(self, *, topology: Topology, rules: RuleSet, jobs: JobBook | None = None,
                  config: EngineConfig = EngineConfig(), sources: Iterable[str] = (),
-                 opens_incident: Callable[[str], bool] | None = None, maintenance: MaintenanceSource | None = None):
+                 opens_incident: Callable[[str], bool] | None = None, maintenance: MaintenanceSource | None = None,
+                 miswired: tuple[Miswiring, ...] = ()):
+        # `miswired`: the LLDP survey's miswired links (engine/cabling.py), incidents of their own.
         # `opens_incident` answers for symptoms no rule of `rules` raised (the anomaly
         # scorer's: AnomalyScorer.opens_incident); rules answer for their own.
         def opens(rule: str) -> bool:
             return rules.opens_incident(rule) if opens_incident is None or rule in rules.opening else opens_incident(rule)
 
         self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
-                                     config=config.correlation, maintenance=maintenance)
+                                     config=config.correlation, maintenance=maintenance, cabling=Cabling(miswired))
         self.sources = frozenset(sources)
         self._pending: list[StageEvent] = []
         self._ticks: dict[str, float] = {}  # source -> its latest tick
@@ -445,12 +448,13 @@ class Pipeline:
 
     def __init__(self, *, rules: RuleSet, topology: Topology, jobs: JobBook | None = None,
                  config: EngineConfig = EngineConfig(), scorer: AnomalyScorer | None = None,
-                 mappings: MappingSet | None = None, maintenance: MaintenanceSource | None = None):
+                 mappings: MappingSet | None = None, maintenance: MaintenanceSource | None = None,
+                 miswired: tuple[Miswiring, ...] = ()):
         roles = {d: topology.role(d) for d in topology.devices()}
         self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer, mappings=mappings)
         self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config,
                                         opens_incident=scorer.opens_incident if scorer is not None else None,
-                                        maintenance=maintenance)
+                                        maintenance=maintenance, miswired=miswired)
         self.stats = self.detect.stats
 
     @property

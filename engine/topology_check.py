@@ -8,7 +8,8 @@ containerlab's `e1-1`). What a device cannot see is not held against the file: a
 declared link neither of whose devices reported is `unverified`, never `missing`.
 
 Verdicts, per declared link: `matching` (the two ends see each other), `miswired`
-(one end or both see something else: the cables seen there are listed), `missing`
+(one end or both see something else: the cables seen there are listed, and per end
+what it was declared and seen cabled to, and where LLDP said so), `missing`
 (a device on it reported, and neither end sees a neighbour), `unverified`. Per
 reported cable no link declares, and not already part of a miswiring: `extra`, or
 `non_fabric` when it touches a device the declared file leaves out of the fabric.
@@ -80,7 +81,8 @@ def cross_check(declared: Topology, observed: TopologySpec) -> dict:
         elif a in seen or b in seen:
             found = sorted({link_id(x, seen[x]) for x in (a, b) if x in seen})
             explained.update(found)
-            report["miswired"].append({"link": link, "observed": found, "where": [where[f] for f in found]})
+            report["miswired"].append({"link": link, "observed": found, "where": [where[f] for f in found],
+                                       "ends": [_end(x, declared.peer(x), seen, where) for x in (a, b)]})
         elif device_of(a) in reporters or device_of(b) in reporters:
             by = sorted({device_of(x) for x in (a, b)} & reporters)
             report["missing"].append({"link": link, "not_seen_by": by})
@@ -102,3 +104,11 @@ def cross_check(declared: Topology, observed: TopologySpec) -> dict:
     summary |= {"declared_links": len(declared_links), "observed_links": len(where), "reporting_devices": len(reporters)}
     consistent = not (report["miswired"] or report["missing"] or report["extra"])
     return {"consistent": consistent, "summary": summary, **report}
+
+
+def _end(iface: str, declared_peer: str | None, seen: dict[str, str], where: dict[str, str]) -> dict:
+    """One end of a miswired link: its declared peer against the one LLDP reports (None:
+    no neighbour seen there) and the lldpctl document that reported it."""
+    observed = seen.get(iface)
+    return {"interface": iface, "declared_peer": declared_peer, "observed_peer": observed,
+            "lldp": where[link_id(iface, observed)] if observed is not None else None}

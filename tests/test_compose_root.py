@@ -31,7 +31,7 @@ NOT_DEFAULT = {
     "--topology": "other.dot", "--jobs": "jobs.jsonl", "--rules": "a.yaml", "--models": "models",
     "--learn-rate": "0.25", "--lateness": "7", "--lateness-intervals": "4", "--max-lateness": "90",
     "--skew": "12", "--resolve-after": "30", "--k8s-job-label": "app", "--k8s-tenant-label": "team",
-    "--mappings": str(MAPPINGS),
+    "--mappings": str(MAPPINGS), "--lldp": "lldp",
 }
 
 

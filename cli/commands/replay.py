@@ -58,6 +58,8 @@ def run(args) -> int:
     windows.close()
     summary = stats.summary() | {"db": redacted_url(url), "rejects_file": str(args.rejects) if stats.rejects else None,
                                  "failed_files": [failure_dict(f) for f in failures]}
+    if parts.cabling is not None:  # --lldp: how the survey's cabling compares (miswired links are incidents)
+        summary["cabling"] = parts.cabling.summary
     if notifier is not None:
         unsent = notifier.close(timeout=30.0)
         summary["notifications"] = {name: fig | {"unsent": unsent[name]} for name, fig in notifier.figures().items()}
@@ -83,6 +85,10 @@ def _print_summary(summary: dict, args) -> None:
         print(f"  halves merged: {summary['merged_halves']} ({summary['conflicting_fields']} conflicting fields)")
     if summary["late_superseded"]:
         print(f"  late records behind a newer sample of their series (taken, no rate): {summary['late_superseded']}")
+    if "cabling" in summary:
+        c = summary["cabling"]
+        print(f"  cabling against {args.lldp}: {c['matching']} matching, {c['miswired']} miswired (link_miswired "
+              f"incidents), {c['missing']} missing, {c['extra']} extra, {c['unverified']} unverified")
     for host, c in summary["clock_suspect_devices"].items():
         print(f"  device {host}'s clock is {c['ahead_s']:.0f} s ahead: {c['future_timestamps']} records quarantined")
     for name, fig in summary.get("notifications", {}).items():
@@ -99,6 +105,9 @@ def _to_kafka(args) -> int:
     from streams.topics import DEFAULT_PARTITIONS, ensure_topics
 
     load_topology(args.topology)  # fail early on a bad topology, as the embedded replay does
+    if args.lldp is not None:  # (not a record: nothing to send; the workers check their own survey)
+        print(f"note: --lldp {args.lldp} is not sent to Kafka: give it to the workers (--lldp or FABRIC_RCA_LLDP)",
+              file=sys.stderr)
     show = sys.stderr.isatty() and not args.quiet
 
     def progress(st) -> None:
