@@ -23,7 +23,7 @@ Pure: no clock, no I/O; its state is a checkpointable `LevelWire`.
 from __future__ import annotations
 
 import math
-from collections import deque
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import msgspec
@@ -31,9 +31,9 @@ import msgspec
 from rules.schema import Level
 
 
-def quantile(xs: list[float], q: float) -> float:
-    """The q-quantile of xs, linear between order statistics (q 0.5: the median)."""
-    s = sorted(xs)
+def quantile(s: list[float], q: float) -> float:
+    """The q-quantile of the sorted list s, linear between order statistics (q 0.5: the
+    median)."""
     at = q * (len(s) - 1)
     lo = math.floor(at)
     hi = min(lo + 1, len(s) - 1)
@@ -45,7 +45,8 @@ class LevelWire(msgspec.Struct, frozen=True, array_like=True):
     total: float
     count: int
     last: float
-    closed: list[tuple[float, float]]
+    times: list[float]
+    values: list[float]
     verdict: bool
     recent: float | None
     baseline: float | None
@@ -54,24 +55,28 @@ class LevelWire(msgspec.Struct, frozen=True, array_like=True):
 @dataclass(slots=True)
 class LevelState:
     """One series under one level rule: the open bucket, the closed ones still inside the
-    windows (bucket time = its last sample's time, its mean), and the last verdict."""
+    windows (`times`: each one's last sample's time, ascending; `values`: its mean), and
+    the last verdict."""
 
     bucket: int = -1
     total: float = 0.0
     count: int = 0
     last: float = float("-inf")
-    closed: deque = field(default_factory=deque)
+    times: list = field(default_factory=list)
+    values: list = field(default_factory=list)
     verdict: bool = False
     recent: float | None = None
     baseline: float | None = None
 
     def to_wire(self) -> LevelWire:
-        return LevelWire(self.bucket, self.total, self.count, self.last, list(self.closed),
-                         self.verdict, self.recent, self.baseline)
+        return LevelWire(self.bucket, self.total, self.count, self.last, list(self.times),
+                         list(self.values), self.verdict, self.recent, self.baseline)
 
     @classmethod
     def from_wire(cls, w: LevelWire) -> "LevelState":
-        return cls(w.bucket, w.total, w.count, w.last, deque(tuple(x) for x in w.closed),
+        if len(w.times) != len(w.values):
+            raise ValueError("a level rule's checkpointed windows have times and values of different lengths")
+        return cls(w.bucket, w.total, w.count, w.last, list(w.times), list(w.values),
                    w.verdict, w.recent, w.baseline)
 
 
@@ -86,7 +91,8 @@ def observe(st: LevelState, level: Level, ts: float, value: float, interval: flo
     b = math.floor(ts / level.bucket_s)
     if b != st.bucket:
         if st.count:
-            st.closed.append((st.last, st.total / st.count))
+            st.times.append(st.last)
+            st.values.append(st.total / st.count)
             _judge(st, level, ts, interval)
         st.bucket, st.total, st.count = b, 0.0, 0
     st.total += value
@@ -98,18 +104,17 @@ def observe(st: LevelState, level: Level, ts: float, value: float, interval: flo
 def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
     recent_s, baseline_s = windows(level, interval)
     cut, oldest = now - recent_s, now - recent_s - baseline_s
-    closed = st.closed
-    while closed and closed[0][0] <= oldest:
-        closed.popleft()
-    recent = [v for t, v in closed if t > cut]
-    base = [v for t, v in closed if t <= cut]
-    st.verdict = False
-    st.recent = quantile(recent, 0.5) if len(recent) >= level.min_samples else None
-    st.baseline = None
+    times, values = st.times, st.values
+    drop = bisect_right(times, oldest)
+    if drop:
+        del times[:drop], values[:drop]
+    split = bisect_right(times, cut)  # values[:split] the baseline, values[split:] the recent window
+    st.verdict, st.baseline = False, None
+    st.recent = quantile(sorted(values[split:]), 0.5) if len(values) - split >= level.min_samples else None
     if st.recent is None:
         return
     if level.needs_baseline:
-        if len(base) < level.min_samples or closed[0][0] > cut - baseline_s / 2:
+        if split < level.min_samples or times[0] > cut - baseline_s / 2:
             return  # no past yet (or too little of it) to leave
-        st.baseline = quantile(base, level.quantile)
+        st.baseline = quantile(sorted(values[:split]), level.quantile)
     st.verdict = level.holds(st.recent, st.baseline)

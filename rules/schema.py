@@ -28,6 +28,8 @@ class Condition:
             return False
         if isinstance(self.value, str) != isinstance(v, str):
             return False
+        if v.__class__ is bool:  # a boolean is not a number (as the compiled kernel reads it)
+            return False
         return OPS[self.op](v, self.value)
 
     def __str__(self) -> str:
