@@ -19,6 +19,7 @@ from typing import Callable
 
 import msgspec
 
+from engine.baseline import LevelState, LevelWire, observe
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.ports import AnomalyScorer
@@ -94,6 +95,7 @@ class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):
     out: list[str | SymptomWire]
     intervals: list[tuple[str, str, float]] = []  # rule id, entity id: the interval its run is judged in
     probes: dict[str, str] = {}  # device -> a sampled series of it (its silence counts its intervals)
+    levels: list[tuple[str, str, LevelWire]] = []  # rule id, series: a level rule's windows (engine.baseline)
 
 
 def pending_out(out: list[Symptom], live: Iterable[Symptom]) -> list[str | SymptomWire]:
@@ -131,6 +133,7 @@ class Detector:
     probes: dict[str, str] = field(default_factory=dict)  # device -> one of its sampled series
     # The anomaly scorer (engine.ports.AnomalyScorer): fed the same features, ticked with the rules.
     scorer: AnomalyScorer | None = None
+    levels: dict[tuple[str, str], LevelState] = field(default_factory=dict)  # (level rule, series) -> its windows
     _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -181,13 +184,36 @@ class Detector:
             if feats is None:
                 return
         for rule in fired:
-            self._hit(rule, metric, feats)
+            if rule.level is None:
+                self._hit(rule, metric, feats)
+            else:
+                self._level_hit(rule, metric, feats)
 
-    def _hit(self, rule: Rule, metric: Metric, feats: dict) -> None:
+    def _level_hit(self, rule: Rule, metric: Metric, feats: dict) -> None:
+        """A level rule's record: a hit while its series is off its own level
+        (engine.baseline); the symptom carries the recent and baseline medians."""
+        key = (rule.id, metric.series)
+        st = self.levels.get(key)
+        if st is None:
+            st = self.levels[key] = LevelState()
+        name = rule.level.feature
+        if not observe(st, rule.level, metric.ts, float(feats[name]), self._interval(metric.series)):
+            return
+        sym = self._hit(rule, metric, feats)
+        if sym is not None:
+            m = sym.metrics
+            if st.recent is not None and st.recent > m.get(f"{name}_recent", float("-inf")):
+                m[f"{name}_recent"] = st.recent
+            if st.baseline is not None:
+                m.setdefault(f"{name}_baseline", st.baseline)
+
+    def _hit(self, rule: Rule, metric: Metric, feats: dict) -> Symptom | None:
+        """One record the rule's condition holds on: the active symptom it extends or
+        starts (None while the run of hits is still short)."""
         eid = self._entity(rule, metric)
         if eid is None:
             self.unresolved_entities += 1
-            return
+            return None
         ts = metric.ts
         key = (rule.id, eid)
         sym = self.active.get(key)
@@ -203,7 +229,7 @@ class Detector:
             while dq[0][0] < ts - window:
                 dq.popleft()
             if len(dq) < need:
-                return
+                return None
             del self.hits[key]
             start = dq[0][0]
             sym = Symptom(
@@ -217,6 +243,7 @@ class Detector:
             self._out.append(sym)
         sym.last = ts
         _peaks(sym.metrics, rule, feats)
+        return sym
 
     def _interval(self, series: str) -> float:
         iv = self.interval_of(series) if self.interval_of is not None else None
@@ -297,12 +324,13 @@ class Detector:
             hits=[(r, e, [(ts, dict(f)) for ts, f in dq]) for (r, e), dq in self.hits.items()],
             last_seen=dict(self.last_seen), silent={d: symptom_to_wire(s) for d, s in self.silent.items()},
             clock=self.clock, unresolved_entities=self.unresolved_entities, out=pending_out(self._out, live),
-            intervals=[(r, e, iv) for (r, e), iv in self.intervals.items()], probes=dict(self.probes))
+            intervals=[(r, e, iv) for (r, e), iv in self.intervals.items()], probes=dict(self.probes),
+            levels=[(r, series, st.to_wire()) for (r, series), st in self.levels.items()])
 
     def restore(self, state: DetectorState) -> None:
         """Continue from `state`; ValueError (before any change) if it names a rule this
         detector does not have."""
-        for rule, _, _ in [*state.active, *state.hits]:
+        for rule, _, _ in [*state.active, *state.hits, *state.levels]:
             if rule not in self._rules_of:
                 raise ValueError(f"the checkpoint holds state of rule {rule!r}, which is not loaded")
         if any(not dq for _, _, dq in state.hits):
@@ -316,3 +344,4 @@ class Detector:
         self.clock, self.unresolved_entities = state.clock, state.unresolved_entities
         self.intervals = {(r, e): iv for r, e, iv in state.intervals}
         self.probes = dict(state.probes)
+        self.levels = {(r, series): LevelState.from_wire(w) for r, series, w in state.levels}

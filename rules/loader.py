@@ -15,10 +15,11 @@ from pathlib import Path
 import yaml
 
 from contract.measurements import MEASUREMENTS, known_features
-from rules.schema import ENTITY_KINDS, OPS, Condition, Rule, RuleSet, SilenceRule
+from rules.schema import ENTITY_KINDS, OPS, Condition, Level, Rule, RuleSet, SilenceRule
 
 RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "for_s", "clear_s",
-             "clear_samples", "severity", "opens_incident", "entity", "entity_kind", "description"}
+             "clear_samples", "severity", "opens_incident", "entity", "entity_kind", "description", "level"}
+LEVEL_KEYS = {"feature", "recent_s", "baseline_s", "bucket_s", "min_samples", "quantile", "above", "ratio", "rise"}
 SILENCE_KEYS = {"id", "symptom", "family", "silence", "severity", "opens_incident", "description"}
 ROLES = ("spine", "superspine", "leaf", "host", "storage")
 _COND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|==|!=|>|<)\s*(.+?)\s*$")
@@ -109,10 +110,16 @@ def _rule(src: str, raw: dict) -> Rule:
     meas = raw.get("measurement")
     if meas not in MEASUREMENTS:
         raise RuleError(src, rid, "measurement", f"unknown measurement {meas!r} (known: {', '.join(sorted(MEASUREMENTS))})")
+    known = known_features(meas)
+    level = _level(src, rid, raw["level"], known, meas) if "level" in raw else None
     when = raw.get("when")
+    if level is not None:
+        if when is not None:
+            raise RuleError(src, rid, "when", "a level rule has no 'when': its test is under 'level'")
+        # Present is all the kernel tests (every number passes); engine.baseline judges the level.
+        when = {"all": [f"{level.feature} >= -1e300"]}
     if not isinstance(when, dict) or not set(when) <= {"all", "any"} or not when:
         raise RuleError(src, rid, "when", "must be a mapping with 'all' and/or 'any' lists of conditions")
-    known = known_features(meas)
     groups = {}
     for key in ("all", "any"):
         items = when.get(key, [])
@@ -144,7 +151,30 @@ def _rule(src: str, raw: dict) -> Rule:
         clear_samples=float(_number(src, rid, raw, "clear_samples", 3, lo=0, hi=1_000)),
         severity=float(_number(src, rid, raw, "severity", 0.5, lo=0, hi=1)),
         opens_incident=_bool(src, rid, raw, "opens_incident", True),
-        entity_kind=kind, entity=entity, source=src, report=tuple(report),
+        entity_kind=kind, entity=entity, source=src, report=tuple(report), level=level,
+    )
+
+
+def _level(src: str, rid: str, spec, known, meas) -> Level:
+    if not isinstance(spec, dict):
+        raise RuleError(src, rid, "level", "must be a mapping with 'feature' and at least one of above, ratio, rise")
+    unknown = sorted(set(spec) - LEVEL_KEYS)
+    if unknown:
+        raise RuleError(src, rid, f"level.{unknown[0]}", f"unknown field (allowed: {', '.join(sorted(LEVEL_KEYS))})")
+    feature = spec.get("feature")
+    if feature not in known:
+        raise RuleError(src, rid, "level.feature", f"unknown feature {feature!r} for measurement {meas!r}")
+    if not any(k in spec for k in ("above", "ratio", "rise")):
+        raise RuleError(src, rid, "level", "needs at least one of above, ratio, rise")
+    num = lambda key, default, lo, hi, integer=False: _number(  # noqa: E731
+        src, rid, spec, key, default, lo=lo, hi=hi, integer=integer)
+    above = spec.get("above")
+    return Level(
+        feature=feature,
+        recent_s=float(num("recent_s", 60, 1, 86_400)), baseline_s=float(num("baseline_s", 300, 1, 86_400)),
+        bucket_s=float(num("bucket_s", 10, 0.1, 3_600)), quantile=float(num("quantile", 0.5, 0, 1)), min_samples=num("min_samples", 3, 1, 1_000, True),
+        above=None if above is None else float(num("above", 0, -1e12, 1e12)),
+        ratio=float(num("ratio", 0, 0, 1e6)), rise=float(num("rise", 0, 0, 1e12)),
     )
 
 

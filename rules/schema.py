@@ -28,11 +28,43 @@ class Condition:
             return False
         if isinstance(self.value, str) != isinstance(v, str):
             return False
+        if v.__class__ is bool:  # a boolean is not a number (as the compiled kernel reads it)
+            return False
         return OPS[self.op](v, self.value)
 
     def __str__(self) -> str:
         value = f'"{self.value}"' if isinstance(self.value, str) else f"{self.value:g}"
         return f"{self.feature} {self.op} {value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """A `level` rule's test (engine.baseline): the median of `feature` over the last
+    `recent_s` seconds of event time against the `quantile` (default the median) of the
+    `baseline_s` before it. It holds when every bound given holds: recent >= `above`, recent >= `ratio` x
+    baseline, recent - baseline >= `rise` (0 or None: not asked)."""
+
+    feature: str
+    recent_s: float = 60.0
+    baseline_s: float = 300.0
+    bucket_s: float = 10.0
+    quantile: float = 0.5  # of the baseline window: lower is the level before a slow drift began
+    min_samples: int = 3  # each window holds at least this many samples (it stretches at long intervals)
+    above: float | None = None
+    ratio: float = 0.0
+    rise: float = 0.0
+
+    @property
+    def needs_baseline(self) -> bool:
+        return self.ratio > 0 or self.rise > 0
+
+    def holds(self, recent: float, baseline: float | None) -> bool:
+        if self.above is not None and recent < self.above:
+            return False
+        if self.needs_baseline:
+            if baseline is None or recent < self.ratio * baseline or recent - baseline < self.rise:
+                return False
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +93,9 @@ class Rule:
     entity: str = ""  # template over tags and fields, e.g. "{host}:{interface}"
     source: str = ""  # file it came from, for messages
     report: tuple[str, ...] = ()  # extra features whose peaks the symptom carries as evidence
+    # A level rule: its condition is only that `level.feature` is present; whether the
+    # series left its own level is engine.baseline's (see Level).
+    level: Level | None = None
 
     def matches(self, features: dict) -> bool:
         for c in self.all:

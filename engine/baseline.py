@@ -1,0 +1,120 @@
+"""A series' level against its own past: the windowed test of a `level` rule.
+
+Gray faults stay under every absolute threshold a healthy fabric also crosses (an optic
+ageing from 10 to 300 corrected FEC frames/s, where a healthy one may sit flat at
+100,000; a PCIe stall share one or two points above a NIC's usual one; a storage target
+at twice its own latency). What marks them is a series leaving its own level and
+staying away, so a `level` rule (rules.schema.Level) compares the median of the last
+`recent_s` with the median (or a lower quantile) of the `baseline_s` before that, in
+seconds of event time:
+
+- Samples are averaged into buckets of `bucket_s` (a counter's rate already averages
+  its interval), and the medians are over buckets: one sample at 10 s or 30 s polling,
+  ten 1 s samples at 1 s polling. A median ignores a blip (a 1-3 s stall, one bad
+  sample): it moves only when most of the window moved, which is what "persists" means
+  in contract section 8, at any interval.
+- The windows stretch to at least `min_samples` samples of the series' interval (30 s
+  polling needs 90 s for three), and the baseline is judged only once half of it is
+  covered: a series must have a past before it can leave it.
+- The verdict is taken when a bucket closes and holds for the records until the next.
+
+Pure: no clock, no I/O; its state is a checkpointable `LevelWire`.
+"""
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+import msgspec
+
+from rules.schema import Level
+
+
+def quantile(s: list[float], q: float) -> float:
+    """The q-quantile of the sorted list s, linear between order statistics (q 0.5: the
+    median)."""
+    at = q * (len(s) - 1)
+    lo = math.floor(at)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (at - lo)
+
+
+class LevelWire(msgspec.Struct, frozen=True, array_like=True):
+    bucket: int
+    total: float
+    count: int
+    last: float
+    times: list[float]
+    values: list[float]
+    verdict: bool
+    recent: float | None
+    baseline: float | None
+
+
+@dataclass(slots=True)
+class LevelState:
+    """One series under one level rule: the open bucket, the closed ones still inside the
+    windows (`times`: each one's last sample's time, ascending; `values`: its mean), and
+    the last verdict."""
+
+    bucket: int = -1
+    total: float = 0.0
+    count: int = 0
+    last: float = float("-inf")
+    times: list = field(default_factory=list)
+    values: list = field(default_factory=list)
+    verdict: bool = False
+    recent: float | None = None
+    baseline: float | None = None
+
+    def to_wire(self) -> LevelWire:
+        return LevelWire(self.bucket, self.total, self.count, self.last, list(self.times),
+                         list(self.values), self.verdict, self.recent, self.baseline)
+
+    @classmethod
+    def from_wire(cls, w: LevelWire) -> "LevelState":
+        if len(w.times) != len(w.values):
+            raise ValueError("a level rule's checkpointed windows have times and values of different lengths")
+        return cls(w.bucket, w.total, w.count, w.last, list(w.times), list(w.values),
+                   w.verdict, w.recent, w.baseline)
+
+
+def windows(level: Level, interval: float) -> tuple[float, float]:
+    """The recent and baseline windows (s) at sample interval `interval`."""
+    floor = level.min_samples * interval
+    return max(level.recent_s, floor), max(level.baseline_s, floor)
+
+
+def observe(st: LevelState, level: Level, ts: float, value: float, interval: float) -> bool:
+    """One sample of the series (event-time order): whether its level is off now."""
+    b = math.floor(ts / level.bucket_s)
+    if b != st.bucket:
+        if st.count:
+            st.times.append(st.last)
+            st.values.append(st.total / st.count)
+            _judge(st, level, ts, interval)
+        st.bucket, st.total, st.count = b, 0.0, 0
+    st.total += value
+    st.count += 1
+    st.last = ts
+    return st.verdict
+
+
+def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
+    recent_s, baseline_s = windows(level, interval)
+    cut, oldest = now - recent_s, now - recent_s - baseline_s
+    times, values = st.times, st.values
+    drop = bisect_right(times, oldest)
+    if drop:
+        del times[:drop], values[:drop]
+    split = bisect_right(times, cut)  # values[:split] the baseline, values[split:] the recent window
+    st.verdict, st.baseline = False, None
+    st.recent = quantile(sorted(values[split:]), 0.5) if len(values) - split >= level.min_samples else None
+    if st.recent is None:
+        return
+    if level.needs_baseline:
+        if split < level.min_samples or times[0] > cut - baseline_s / 2:
+            return  # no past yet (or too little of it) to leave
+        st.baseline = quantile(sorted(values[:split]), level.quantile)
+    st.verdict = level.holds(st.recent, st.baseline)
