@@ -347,7 +347,7 @@ def intervals_main(args) -> None:
         verdicts.append(f"- {iv} s: {rep['rate']:,.0f} records/s -> {'met' if rep['rate'] >= 50_000 else '**MISS**'}; "
                         f"ratio {ratio:.2f} -> {'met' if ratio >= 0.2 else '**MISS**'}")
     section = "\n".join([
-        "## Replay throughput, coarse polling (`bench/replay_throughput.py --intervals 10,30`)",
+        f"## Replay throughput, coarse polling (`bench/replay_throughput.py --intervals {args.intervals}`)",
         "",
         _run_stamp() + f"{args.repeat} rounds of raw and replay per interval, interleaved. The benchmark's fabric "
         "and scenario, every device polled at the interval (`FabricSpec.interval_s`), with the event time it "
