@@ -46,6 +46,8 @@ class ScenarioResult:
     faults: list[FaultResult] = field(default_factory=list)
     incidents: int = 0
     false_incidents: int = 0
+    # top root cause of each incident -> (incidents, false incidents among them)
+    by_cause: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _rank_of(incident: dict, cause: str, entity: str) -> int | None:
@@ -99,6 +101,11 @@ def score_scenario(truth: dict, incidents: list[dict]) -> ScenarioResult:
                             incidents=len(incidents))
     assigned, unmatched = assign(truth, incidents)
     result.false_incidents += len(unmatched)
+    primary = {id(mine[0][2]) for mine in assigned.values() if mine}
+    for inc in incidents:
+        top = min(inc["root_causes"], key=lambda rc: rc["rank"], default=None)
+        n, false = result.by_cause.get(top["cause"] if top else "-", (0, 0))
+        result.by_cause[top["cause"] if top else "-"] = (n + 1, false + (id(inc) not in primary))
     for i, f in enumerate(faults):
         mine = assigned[i]
         result.false_incidents += max(0, len(mine) - 1)
@@ -174,6 +181,18 @@ def summarize(results: list[ScenarioResult], *, cause: str | None = None,
         delay_median=statistics.median(delays) if delays else None,
         delay_p90=delays[min(len(delays) - 1, int(0.9 * len(delays)))] if delays else None,
     )
+
+
+def cause_precision(results: list[ScenarioResult], cause: str) -> tuple[float | None, float | None]:
+    """(precision, false incidents per clean hour) of the incidents whose top root cause
+    is `cause`: the share that are a fault's one incident (whatever its cause: naming the
+    wrong cause is top-1's business), and how many a clean hour opens. None: no incident
+    of that cause / no clean run."""
+    n = sum(r.by_cause.get(cause, (0, 0))[0] for r in results)
+    false = sum(r.by_cause.get(cause, (0, 0))[1] for r in results)
+    clean_h = sum(r.hours for r in results if r.clean)
+    on_clean = sum(r.by_cause.get(cause, (0, 0))[1] for r in results if r.clean)
+    return _ratio(n - false, n), (on_clean / clean_h if clean_h else None)
 
 
 COLUMNS = ("faults", "recall", "top1", "top3", "precision", "false_per_hour", "job_precision", "job_recall",

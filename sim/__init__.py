@@ -8,7 +8,9 @@ writes out/pfc/{topology.dot, jobs.jsonl, telemetry.jsonl.gz, truth.json}. Optio
 fabric=FabricSpec(...), duration (s; a shorter run scales the fault times down),
 intensity="strong"|"medium"|"weak", target (the fault's entity: a host, NIC, switch
 port, link, switch, storage host or job id, depending on the scenario), label (the name
-truth.json gives the run), progress(records_written).
+truth.json gives the run), progress(records_written), physics (fabric.Physics: buffer,
+MTU, ECN knee...; default the classic constants) and benign (faults.benign.Scheduled
+events: a job ramp-up, an idle port), which the realism layer (split.py) draws per seed.
 
 Scenarios: SCENARIOS (the classic ones: one fault each, clean, demo), GRAY_SCENARIOS
 (fec_creep, pcie_stall, storage_drift, pfc_storm_low), concurrent2, concurrent3 and

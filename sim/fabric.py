@@ -19,6 +19,26 @@ UPLINK_BASE = 51  # first leaf uplink port: swp51
 
 
 @dataclass(frozen=True)
+class Physics:
+    """Constants of the switches' hardware and of normal behaviour that the realism layer
+    draws per seed (sim/split.py; link speed is FabricSpec.speed_gbps). The defaults are
+    the classic suite's, so a run without Physics is byte-equal to one before it."""
+
+    buffer_bytes: int = BUFFER_BYTES  # shared buffer of one switch
+    mtu_bytes: int = PACKET_BYTES  # bytes per packet
+    ecn_knee: float = 0.95  # egress utilisation above which normal load gets ECN marks
+    burst_every_s: float = 300.0  # benign watermark bursts: about one per port per this
+    fec_noise: int = 20  # corrected FEC frames (and NIC corrected bits) per s, at most
+    storage_latency_ms: tuple[float, float] = (0.3, 0.8)  # a storage host's base latency
+
+    def __post_init__(self) -> None:
+        lo, hi = self.storage_latency_ms
+        if (self.buffer_bytes <= 0 or self.mtu_bytes <= 0 or not 0.5 <= self.ecn_knee < 1
+                or self.burst_every_s <= 0 or self.fec_noise < 0 or not 0 < lo <= hi):
+            raise ValueError(f"physics out of range: {self}")
+
+
+@dataclass(frozen=True)
 class FabricSpec:
     spines: int = 2
     leaves: int = 4

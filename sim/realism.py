@@ -7,8 +7,11 @@ missed samples, and it adds the benign phenomena of contract section 8 (blips of
 error counter, ECN/CNP/pause bursts of collective phases, checkpoint writes, storage
 scrubbing, a host link bounce with counters restarting from zero, a port admin-down for
 maintenance, counter resets, 32/64-bit wraps, a collector gap, clock skew, duplicate and
-late records, flat high corrected-FEC floors). Nothing it adds is a fault; truth lists
-every phenomenon under "realism".
+late records, flat high corrected-FEC floors). `draw_physics` and `draw_events` draw what
+the tick loop itself must model: the physics constants (link speed, buffer, MTU, ECN
+knee, burst rate, FEC noise, storage latency) and scheduled benign events (job ramp-ups,
+idle ports) placed clear of the faults. Nothing it adds is a fault; truth lists every
+phenomenon under "realism".
 
     params = draw(random.Random(seed), split="test", fabric=fabric, duration=600)
     apply(folder, params)   # rewrites folder/telemetry.jsonl.gz, returns counts
@@ -18,7 +21,8 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 
-from .fabric import NIC, Fabric
+from .fabric import NIC, Fabric, Physics
+from .faults.benign import Scheduled
 
 SEP = (",", ":")
 # One unit per record kind (contract: s, ms, us, ns inferred from magnitude).
@@ -27,6 +31,18 @@ _UNIT = {"switch_port": 1e3, "switch_queue": 1e3, "nic_port": 1e9, "storage": 1.
 _CLASS = {"switch_port": "switch", "switch_queue": "switch", "nic_port": "nic",
           "storage": "storage"}
 INTERVALS = {"tune": (1, 5, 10), "test": (1, 5, 10, 30)}
+MIB = 1024 * 1024
+# Physics constants per split: link speeds and buffers from a choice, the rest uniform.
+SPEEDS_GBPS = {"tune": (200, 400), "test": (100, 200, 400, 800)}
+BUFFERS_MIB = {"tune": (16, 32, 64), "test": (16, 32, 64, 128)}
+MTUS = {"tune": (2048, 4096), "test": (1024, 2048, 4096)}
+RANGES = {  # name: (tune low, tune high), (test low, test high)
+    "ecn_knee": ((0.94, 0.97), (0.92, 0.98)),
+    "burst_every_s": ((200.0, 600.0), (60.0, 1200.0)),
+    "fec_noise": ((10, 50), (5, 200)),
+    "latency_lo_ms": ((0.2, 0.4), (0.1, 0.8)),
+    "latency_span_ms": ((0.3, 0.6), (0.2, 1.5)),
+}
 
 
 @dataclass
@@ -197,6 +213,60 @@ def _workload(rng, f: Fabric, t0, t1) -> list[Phenomenon]:
             out.append(Phenomenon("scrubbing", "storage", s.name, None, t,
                                   t + rng.uniform(120, 900), {"read_time": rng.uniform(0.1, 0.6)}))
     return out
+
+
+def draw_physics(rng: random.Random, split: str) -> tuple[int, Physics]:
+    """(link speed in Gb/s, physics constants) for one run, wider ranges in test."""
+    k = 1 if split == "test" else 0
+
+    def u(name: str) -> float:
+        return rng.uniform(*RANGES[name][k])
+
+    lo = round(u("latency_lo_ms"), 3)
+    physics = Physics(buffer_bytes=rng.choice(BUFFERS_MIB[split]) * MIB, mtu_bytes=rng.choice(MTUS[split]),
+                      ecn_knee=round(u("ecn_knee"), 3), burst_every_s=round(u("burst_every_s")),
+                      fec_noise=rng.randint(*RANGES["fec_noise"][k]),
+                      storage_latency_ms=(lo, round(lo + u("latency_span_ms"), 3)))
+    return rng.choice(SPEEDS_GBPS[split]), physics
+
+
+def _gaps(busy: list[tuple[float, float]], duration: float) -> list[tuple[float, float]]:
+    """Stretches of [10, duration - 10] s into the run outside the busy windows."""
+    out, t = [], 10.0
+    for a, b in sorted(busy):
+        if a > t:
+            out.append((t, a))
+        t = max(t, b)
+    if duration - 10 > t:
+        out.append((t, duration - 10))
+    return out
+
+
+def draw_events(rng: random.Random, *, split: str, busy: list[tuple[float, float]],
+                duration: float) -> tuple[Scheduled, ...]:
+    """Job ramp-ups (clean runs: 1-2; fault runs: one in half of them) and an idle port
+    (in a third of the runs), each in a gap of at least its length outside `busy` (the
+    faults' windows widened, seconds into the run), so they never overlap a fault."""
+    wide = split == "test"
+    wanted: list[Scheduled] = []
+    for _ in range(rng.randint(1, 2) if not busy else int(rng.random() < 0.5)):
+        rise = rng.uniform(10, 180) if wide else rng.uniform(20, 120)
+        hold = rng.uniform(30, 600) if wide else rng.uniform(60, 300)
+        wanted.append(Scheduled("job_ramp_up", 0.0, rise + hold, rng.randrange(1000), rise_s=round(rise, 1),
+                                peak=round(rng.uniform(0.6, 0.9) if wide else rng.uniform(0.65, 0.85), 3)))
+    if rng.random() < 1 / 3:
+        wanted.append(Scheduled("idle_port", 0.0, rng.uniform(60, 300), rng.randrange(1000)))
+    out: list[Scheduled] = []
+    for ev in wanted:
+        gaps = [(a, b) for a, b in _gaps(busy, duration) if b - a >= min(ev.length, 60 + ev.rise_s)]
+        if not gaps:
+            continue
+        a, b = rng.choice(gaps)
+        length = min(ev.length, b - a)
+        at = round(rng.uniform(a, b - length), 1)
+        out.append(Scheduled(ev.kind, at, round(length, 1), ev.pick, ev.rise_s, ev.peak))
+        busy = busy + [(at, at + length)]
+    return tuple(out)
 
 
 def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,

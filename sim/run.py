@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .emit import Counters, Renderer, Writer
-from .fabric import Fabric
+from .fabric import Fabric, Physics
 from .faults import Fault
 from .jobs import Job
 from .physics import baseline
@@ -31,6 +31,7 @@ class Plan:
     messy: bool = False  # late, duplicate and batched records
     resets: list[tuple[float, int]] = field(default_factory=list)  # (time, switch port)
     benign: list[Fault] = field(default_factory=list)  # normal events, not in truth's faults
+    physics: Physics = field(default_factory=Physics)
 
 
 @dataclass
@@ -59,7 +60,7 @@ def run(plan: Plan, *, seed: int, path: Path,
         writer = Writer(raw, messy=plan.messy, rng=random.Random(seed * 7 + salt),
                         progress=progress)
         for i in range(ticks):
-            tick = Tick(f, i, plan.start + i * dt, dt, rng, nrng)
+            tick = Tick(f, i, plan.start + i * dt, dt, rng, nrng, plan.physics)
             for fault in actors:
                 fault.shape(tick)
             demand = traffic.demand(tick)

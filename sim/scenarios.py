@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from .fabric import BASE_EPOCH, Fabric, FabricSpec
+from .fabric import BASE_EPOCH, Fabric, FabricSpec, Physics
 from .faults import INTENSITIES, Fault, endpoint_index
-from .faults.benign import CheckpointBurst, CollectiveBurst
+from .faults.benign import CheckpointBurst, CollectiveBurst, Scheduled, scheduled
 from .faults.gray import FecCreep, PcieStall, PfcStormLow, StorageDrift
 from .faults.hosts import NicDegraded, StorageSlow
 from .faults.links import DeviceDown, LinkDegraded, LinkFlap
@@ -356,9 +356,17 @@ def _plan(name: str, ctx: Context, duration: float) -> Plan:
     return Plan(name, ctx.fabric, jobs, faults, ctx.start, duration)
 
 
+def _with(plan: Plan, physics: Physics | None, benign: tuple[Scheduled, ...]) -> Plan:
+    """The realism layer's additions (sim/split.py): physics constants, benign events."""
+    plan.physics = physics or plan.physics
+    plan.benign += scheduled(plan.fabric, plan.jobs, plan.start, benign)
+    return plan
+
+
 def make_plan(scenario: str, *, seed: int = 1, fabric: FabricSpec | None = None,
               duration: float | None = None, intensity: str = "strong",
-              target: str | None = None) -> Plan:
+              target: str | None = None, physics: Physics | None = None,
+              benign: tuple[Scheduled, ...] = ()) -> Plan:
     """Decide a run (fabric, jobs, faults, times) without simulating it; ValueError on
     an unknown scenario or intensity, or a target the scenario cannot take."""
     if scenario not in TABLE:
@@ -372,18 +380,19 @@ def make_plan(scenario: str, *, seed: int = 1, fabric: FabricSpec | None = None,
         raise ValueError("duration must be positive")
     ctx = Context(fab, random.Random(f"{seed}:{scenario}:plan"), BASE_EPOCH,
                   min(1.0, dur / nominal), intensity, target)
-    return _plan(scenario, ctx, dur)
+    return _with(_plan(scenario, ctx, dur), physics, benign)
 
 
 def simulate(*, out: Path, scenario: str, seed: int = 1, fabric: FabricSpec | None = None,
              duration: float | None = None, progress: Callable[[int], None] | None = None,
              intensity: str = "strong", target: str | None = None,
-             label: str | None = None) -> dict:
+             label: str | None = None, physics: Physics | None = None,
+             benign: tuple[Scheduled, ...] = ()) -> dict:
     """Write topology.dot, jobs.jsonl, telemetry.jsonl.gz and truth.json into `out`;
     return the truth. Same arguments, same bytes. `label` is the name truth gives the
     run ("scenario"; default: the scenario's name, which "base_scenario" always holds)."""
     plan = make_plan(scenario, seed=seed, fabric=fabric, duration=duration, intensity=intensity,
-                     target=target)
+                     target=target, physics=physics, benign=benign)
     fab, start, dur = plan.fabric, plan.start, plan.duration
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -438,4 +447,6 @@ def _truth(plan: Plan, *, seed: int, intensity: str, stats, label: str,
     }
     if plan.benign:
         truth["benign"] = [b.describe() for b in plan.benign]
+    if plan.physics != Physics():
+        truth["physics"] = asdict(plan.physics)
     return truth

@@ -17,13 +17,13 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from .deliver import apply
 from .fabric import Fabric, FabricSpec
-from .realism import draw
-from .scenarios import simulate
+from .realism import draw, draw_events, draw_physics
+from .scenarios import make_plan, simulate
 from .shapes import SHAPES, reshape
 
 TUNE_SEED, TEST_SEED, SEED_SPAN = 100_000, 900_000, 100_000
@@ -84,23 +84,35 @@ def _target(rng: random.Random, split: str, scenario: str, fab: Fabric) -> str |
 
 
 def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
-    """Generate one entry: scenario at 1 s, shape, realism; truth gains "realism"."""
+    """Generate one entry: scenario at 1 s with drawn physics and benign events, shape,
+    realism; truth gains "realism"."""
     rng = random.Random(f"{entry.seed}:{split}:realism")
+    prng = random.Random(f"{entry.seed}:{split}:physics")  # its own stream: the rest as before
     shape = rng.choice(SHAPES[split])
-    spec = RAILS8 if shape == "rails" else rng.choice(FABRICS[split])
+    speed, physics = draw_physics(prng, split)
+    spec = replace(RAILS8 if shape == "rails" else rng.choice(FABRICS[split]), speed_gbps=speed)
     fab = Fabric(spec)
     intensity = rng.choice(("strong", "medium", "weak") if split == "test" else ("strong", "medium"))
     target = _target(rng, split, entry.scenario, fab)
-    truth = simulate(out=out, scenario=entry.scenario, seed=entry.seed, fabric=spec,
-                     duration=entry.duration, intensity=intensity, target=target,
-                     label=entry.name)
+    kw = dict(scenario=entry.scenario, seed=entry.seed, fabric=spec, duration=entry.duration,
+              intensity=intensity, target=target)
+    plan = make_plan(**kw)  # the fault windows, for benign events to keep clear of
+    busy = [(f.start - plan.start - 30, f.end - plan.start + 60) for f in plan.faults]
+    ceiling = round(min(0.9, physics.ecn_knee - 0.03), 3)  # a ramp stays below ECN marking
+    events = tuple(replace(e, ceiling=ceiling) for e in
+                   draw_events(prng, split=split, busy=busy, duration=entry.duration))
+    truth = simulate(out=out, label=entry.name, physics=physics, benign=events, **kw)
     params = draw(rng, split=split, fabric=fab, start=truth["start"], duration=entry.duration)
     counts = apply(out, fab, params, seed=entry.seed)
     counts |= reshape(out, fab, shape, rng, interval=params.intervals["switch"])
     truth = json.loads((Path(out) / "truth.json").read_text())  # reshape may rename
     truth.update(counts)
     truth["split"] = split
-    truth["realism"] = params.describe() | {"shape": shape, "fabric_spec": asdict(spec)}
+    realism = params.describe()
+    for b in truth.get("benign", []):
+        realism["benign_kinds"][b["kind"]] = realism["benign_kinds"].get(b["kind"], 0) + 1
+    truth["realism"] = realism | {"shape": shape, "fabric_spec": asdict(spec),
+                                  "physics": asdict(physics), "events": truth.get("benign", [])}
     (Path(out) / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
     return truth
 

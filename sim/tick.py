@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .fabric import Fabric
+from .fabric import Fabric, Physics
 
 # Counter fields that can move (switch_port's other pfc priorities stay at 0).
 SP_FIELDS = (
@@ -52,6 +52,7 @@ class Tick:
     dt: float
     rng: random.Random
     nrng: np.random.Generator
+    phys: Physics = field(default_factory=Physics)
     # conditions
     tx_factor: np.ndarray = field(init=False)
     rx_factor: np.ndarray = field(init=False)
@@ -87,7 +88,7 @@ class Tick:
         self.uplink_state = np.ones((s.leaves, s.spines), dtype=bool)
         self.spine_up = np.ones(s.spines, dtype=bool)
         self.leaf_up = np.ones(s.leaves, dtype=bool)
-        self.stor_latency_ms = self.nrng.uniform(0.3, 0.8, n_st)
+        self.stor_latency_ms = self.nrng.uniform(*self.phys.storage_latency_ms, n_st)
         self.stor_inflight_mult = np.ones(n_st)
         self.sp = np.zeros((n_sp, len(SP_FIELDS)))
         self.sq = np.zeros((n_sp, len(SQ_FIELDS)))

@@ -148,6 +148,9 @@ def test_same_entry_same_bytes_and_truth_records_realism(tmp_path):
     r = a["realism"]
     assert r["interval_s"] in (1, 5, 10, 30) and r["shape"] in ("two_tier", "rails", "three_tier")
     assert r["benign_kinds"] and a["split"] == "test"
+    assert r["physics"]["buffer_bytes"] >= 16 * 2 ** 20 and r["fabric_spec"]["speed_gbps"] in (100, 200, 400, 800)
+    written = json.loads((tmp_path / "a" / "truth.json").read_text())
+    assert written["physics"] == written["realism"]["physics"]  # the run was simulated with them
 
 
 def _shape_run(tmp_path: Path, shape: str, monkeypatch) -> Path:

@@ -16,7 +16,7 @@ def add(sub) -> None:
                    help="comma-separated: rules, models (needs --models), baro, nsigma, baro_abs, nsigma_abs "
                         "(default: rules,baro,nsigma, and models with --models); one table per cause, a row per method")
     e.add_argument("--models", type=Path, metavar="DIR", help="anomaly models folder, for the method 'models'")
-    e.add_argument("--write", type=Path, help="also write the results as Markdown (e.g. docs/accuracy.md)")
+    e.add_argument("--write", type=Path, help="also write the results as Markdown (e.g. docs/accuracy-classic.md)")
     e.set_defaults(fn=run_evaluate)
 
     tr = sub.add_parser("train", help="learn anomaly models from recorded (mostly clean) telemetry")

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..fabric import BUFFER_BYTES, Fabric
+from ..fabric import Fabric
 from ..jobs import Job
 from ..tick import NICF, SP, SQ, Tick
 from ..traffic import Loads, port_flows
@@ -87,7 +87,7 @@ def congest(tick: Tick, loads: Loads, port: int, *, occupancy: float, marks: flo
     """A congested egress queue: occupancy, ECN marks on the port and its queue, and the
     CNPs they cause: receivers count marked packets and send CNPs, senders handle them."""
     tick.occ[port] = occupancy
-    tick.wm[port] = max(tick.wm[port], min(BUFFER_BYTES, occupancy * tick.rng.uniform(1.05, 1.3)))
+    tick.wm[port] = max(tick.wm[port], min(tick.phys.buffer_bytes, occupancy * tick.rng.uniform(1.05, 1.3)))
     tick.sp[port, SP["ecn_marked_packets"]] = marks  # replaces the normal-load estimate
     tick.sq[port, SQ["wred_ecn_marked_packets"]] = marks
     recv, send = port_flows(tick.fabric, loads, port)

@@ -7,7 +7,6 @@ from typing import ClassVar
 import numpy as np
 
 from ..events import wjh_buffer_drop
-from ..fabric import BUFFER_BYTES, PACKET_BYTES
 from ..tick import Tick
 from ..traffic import Loads, port_flows
 from . import MIB, Fault, congest
@@ -140,7 +139,7 @@ class PfcStorm(Fault):
     def _fill(tick: Tick, port: int, occ: float) -> None:
         """A paused egress queue fills up."""
         tick.occ[port] = occ
-        tick.wm[port] = max(tick.wm[port], min(BUFFER_BYTES, occ * tick.rng.uniform(1.0, 1.1)))
+        tick.wm[port] = max(tick.wm[port], min(tick.phys.buffer_bytes, occ * tick.rng.uniform(1.0, 1.1)))
 
     def detail(self) -> dict:
         names = lambda hs: [self.fabric.endpoints[h].name for h in hs]  # noqa: E731
@@ -206,9 +205,9 @@ class Microburst(Fault):
                 continue
             peak = rng.uniform(*self.pick((0.9, 1.0), (0.87, 0.96), (0.85, 0.92)))
             drops = rng.randint(*self.pick((50, 500), (20, 200), (5, 50)))
-            tick.wm[port.index] = peak * BUFFER_BYTES
+            tick.wm[port.index] = peak * tick.phys.buffer_bytes
             tick.sq_add(port.index, "dropped_packets", drops)
-            tick.sq_add(port.index, "dropped_bytes", drops * PACKET_BYTES)
+            tick.sq_add(port.index, "dropped_bytes", drops * tick.phys.mtu_bytes)
             tick.sp_add(port.index, "if_out_discards", drops)
             tick.nic_add(self.endpoint, "out_of_sequence", max(1, drops // 20))
             _, send = port_flows(f, loads, port.index)
@@ -217,7 +216,7 @@ class Microburst(Fault):
                        else f.uplink_iface(rng.randrange(f.spec.spines)))
             tick.events.append(wjh_buffer_drop(
                 port.device, ingress=ingress, egress=port.iface, t=when, drops=drops,
-                occupancy=int(peak * BUFFER_BYTES), sip=f.endpoints[src].ip,
+                occupancy=int(peak * tick.phys.buffer_bytes), sip=f.endpoints[src].ip,
                 dip=f.endpoints[self.endpoint].ip, sport=rng.randint(49152, 65535)))
 
     def detail(self) -> dict:
