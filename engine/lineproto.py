@@ -9,6 +9,10 @@ in tag keys, tag values and field keys; `\\"` and `\\\\` inside string field val
 Field values: `"..."` strings, `1i` integers, `1u` unsigned integers, booleans
 (t/T/true/True/TRUE, f/F/false/False/FALSE), anything else a float. Blank lines and
 `#` comments are skipped. A bad line is a `LineError(reason, detail)`.
+
+A stream's reader (engine/normalize.py) tries `common_bytes` and `common` first: the
+common line, as Telegraf writes it, read in a few C calls, with the values `parse` gives
+(property tests hold them to it); any other line gets None and goes to `parse`.
 """
 from __future__ import annotations
 
