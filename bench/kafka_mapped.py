@@ -75,8 +75,9 @@ def report(m: dict, out: Path) -> None:
         f"by the workers' own clocks (medians): {busy['mapped']['busy_rate'] / busy['json']['busy_rate']:.2f}",
         f"- one worker >= {TARGET_RATE:,} records/s end to end with mapping on: {mapped['rate']:,.0f} -> "
         f"**{'PASS' if mapped['rate'] >= TARGET_RATE else 'MISS'}**",
-        f"- records mapped: the mapped file's nic_port records (`ethtool`), every one; rejected by the mapped "
-        f"worker: {', '.join(f'{k} {v:,}' for k, v in mapped['rejects'].items()) or 'none'}",
+        f"- rejected by the mapped worker (by reason; then dead-lettered messages, duplicates): "
+        f"{', '.join(f'{k} {v:,}' for k, v in mapped['rejects'].items()) or 'none'} (its NIC records reach the "
+        f"engine only through the mapping: the pfc_storm on a host NIC below comes from them)",
         f"- the same incident from both inputs: {'yes' if med['json']['top_cause'] == mapped['top_cause'] == fault['cause'] and med['json']['top_entity'] == mapped['top_entity'] else 'no'} "
         f"(truth: {fault['cause']} {fault['entity']['id']})",
     ]
