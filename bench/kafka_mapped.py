@@ -77,7 +77,7 @@ def report(m: dict, out: Path) -> None:
         f"**{'PASS' if mapped['rate'] >= TARGET_RATE else 'MISS'}**",
         f"- rejected by the mapped worker (by reason; then dead-lettered messages, duplicates): "
         f"{', '.join(f'{k} {v:,}' for k, v in mapped['rejects'].items()) or 'none'} (its NIC records reach the "
-        f"engine only through the mapping: the pfc_storm on a host NIC below comes from them)",
+        f"engine only through the mapping: the pfc_storm on a host NIC in the table comes from them)",
         f"- the same incident from both inputs: {'yes' if med['json']['top_cause'] == mapped['top_cause'] == fault['cause'] and med['json']['top_entity'] == mapped['top_entity'] else 'no'} "
         f"(truth: {fault['cause']} {fault['entity']['id']})",
     ]
@@ -89,7 +89,8 @@ def report(m: dict, out: Path) -> None:
              f"with every nic_port record as Telegraf's inputs.ethtool writes an mlx5 NIC (`ethtool`, "
              f"driver=mlx5_core, link 1/0), which the worker maps back with the shipped `telegraf_ethtool_mlx5`. "
              f"One worker on each, {m['repeat']} rounds, alternating; the run of median duration is reported, timed "
-             f"as in the section above (from /healthz until every record is counted and the incident stored). "
+             f"as in the section \"Kafka throughput\" (from /healthz until every record is counted and the "
+             f"incident stored). "
              f"The machine is shared: compare the two rows, not other runs.")
     section = "\n".join(["## Kafka throughput with mapping (`bench/kafka_throughput.py --mapped`)", "", intro, "",
                          *rows, "", *verdict, ""])
