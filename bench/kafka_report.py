@@ -159,5 +159,5 @@ def report(m: Measured, out: Path) -> None:
     print("\n".join(verdict + details).replace("**", ""))
     section = "\n".join(["## Kafka throughput (`bench/kafka_throughput.py`)", "", _intro(m), "",
                          *table, "", *verdict, *details, ""])
-    write_section(out, "## Kafka throughput", section)
+    write_section(out, "## Kafka throughput (", section)  # (not the section with mapping)
     print(f"wrote {out}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Kafka throughput: records/s of the faust workers end to end vs. consuming alone.
 
     .venv/bin/python bench/kafka_throughput.py [--records 200000] [--bootstrap HOST:PORT]
-                                               [--out docs/benchmarks.md]
+                                               [--out docs/benchmarks.md] [--mapped]
 
 Generates (once, cached under .cache/bench/) a pfc_storm scenario of at least --records
 telemetry records, starts a broker of its own (scripts/kafka-dev on free ports, a temporary
@@ -25,6 +25,7 @@ time themselves: from the first telemetry message it took to the last it finishe
 It also samples fabric_rca_processing_delay_seconds every 0.25 s (the max is reported) and
 reads the incident's detection delay in event time (detected_at - opened_at) from the store.
 Every process it starts (broker, workers, the raw consumer) is stopped at the end.
+`--mapped` measures one worker with mapping on instead (bench/kafka_mapped.py says how).
 
 FABRIC_RCA_BENCH_PROFILE=DIR runs the one-worker process under cProfile and writes
 DIR/worker-one.prof (profiling slows the worker down: the figures of that run are not
@@ -341,6 +342,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, default=600, help="seconds to wait for one measured run")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each raw consumer and of one worker, interleaved; medians are reported")
+    ap.add_argument("--mapped", action="store_true",
+                    help="one worker with mapping on (nic_port as inputs.ethtool) beside one on contract names, "
+                         "--repeat rounds; its own section (bench/kafka_mapped.py)")
     ap.add_argument("--child-raw", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     ap.add_argument("--child-faust", nargs=6, help=argparse.SUPPRESS)
     return ap
@@ -399,19 +403,24 @@ def _rounds(args, bootstrap: str, folder: Path, truth: dict, prefixes: dict[str,
                     oneruns=oneruns, two=two, broker=args.bootstrap, repeat=args.repeat)
 
 
-def _measure(args) -> Measured:
+def _measure(args) -> Measured | dict:
     """Every measurement on the broker given, or on one started (and stopped) here."""
+    from bench import kafka_mapped
+
     folder = generate(args.records, args.cache)
     truth = json.loads((folder / "truth.json").read_text())
     stem = f"bench{uuid.uuid4().hex[:6]}."
-    prefixes = {name: f"{stem}{name}." for name in ("raw", *(f"one{i}" for i in range(args.repeat)), "two")}
+    names = kafka_mapped.prefix_names(args.repeat) if args.mapped else (
+        "raw", *(f"one{i}" for i in range(args.repeat)), "two")
+    prefixes = {name: f"{stem}{name}." for name in names}
+    measure = kafka_mapped.rounds if args.mapped else _rounds
     with tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmpdir:
         tmp = Path(tmpdir)
         broker = None if args.bootstrap else KafkaDev(tmp / "broker")
         try:
             if broker is not None:
                 print("starting a broker (scripts/kafka-dev) ...", file=sys.stderr)
-            return _rounds(args, args.bootstrap or broker.start(), folder, truth, prefixes, tmp)
+            return measure(args, args.bootstrap or broker.start(), folder, truth, prefixes, tmp)
         finally:
             if broker is not None:
                 try:
@@ -434,7 +443,12 @@ def main() -> None:
     started = time.perf_counter()
     measured = _measure(args)
     print(f"\nwhole run: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    report(measured, args.out)
+    if args.mapped:
+        from bench.kafka_mapped import report as report_mapped
+
+        report_mapped(measured, args.out)
+    else:
+        report(measured, args.out)
 
 
 if __name__ == "__main__":

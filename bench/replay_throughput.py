@@ -288,6 +288,7 @@ def mapped_main(args, folder: Path) -> None:
     alone = _median([measure(f"map:{mapped}", folder) for _ in range(args.repeat)])
     ratio = statistics.median(r[2]["rate"] / r[1]["rate"] for r in rounds)
     lp_ratio = statistics.median(r[1]["rate"] / r[0]["rate"] for r in rounds)
+    cpu = [statistics.median(r[0]["cpu_seconds"] / r[i]["cpu_seconds"] for r in rounds) for i in (1, 2)]
     same = len({(m["incidents"], tuple(m["causes"])) for m in med}) == 1
     head = ["| run | records | seconds of each round | records/s (median run) | peak RSS MiB | incidents (top causes) |",
             "|---|---|---|---|---|---|"]
@@ -308,7 +309,8 @@ def mapped_main(args, folder: Path) -> None:
         *head, *lines,
         "",
         f"- mapped / unmapped line protocol (median of the rounds' ratios): {ratio:.2f}; "
-        f"line protocol / JSON: {lp_ratio:.2f}",
+        f"line protocol / JSON: {lp_ratio:.2f}; by the replays' CPU time (a shared machine's waits left out): "
+        f"line protocol / JSON {cpu[0]:.2f}, mapped / JSON {cpu[1]:.2f}",
         f"- the mapping alone (`MappingSet.map`, median of {args.repeat} runs over {alone['records']:,} ethtool "
         f"records of {alone['fields']} fields): {alone['seconds'] / alone['records'] * 1e6:.1f} µs per record, "
         f"{alone['rate']:,.0f} records/s",

@@ -9,11 +9,19 @@ in tag keys, tag values and field keys; `\\"` and `\\\\` inside string field val
 Field values: `"..."` strings, `1i` integers, `1u` unsigned integers, booleans
 (t/T/true/True/TRUE, f/F/false/False/FALSE), anything else a float. Blank lines and
 `#` comments are skipped. A bad line is a `LineError(reason, detail)`.
+
+A stream's reader (engine/normalize.py) tries `common_bytes` and `common` first: the
+common line, as Telegraf writes it, read in a few C calls, with the values `parse` gives
+(property tests hold them to it); any other line gets None and goes to `parse`.
 """
 from __future__ import annotations
 
 import math
 import re
+
+import msgspec
+
+from engine.bounds import MAX_FIELDS, MAX_KEY_CHARS, MAX_STRING_CHARS
 
 _TRUE = frozenset(("t", "T", "true", "True", "TRUE"))
 _FALSE = frozenset(("f", "F", "false", "False", "FALSE"))
@@ -24,6 +32,20 @@ _INT = re.compile(r"-?[0-9]+\Z")
 _UINT = re.compile(r"[0-9]+\Z")
 _FLOAT = re.compile(r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
 _I64_MIN, _I64_MAX, _U64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
+
+
+# The common field set, as Telegraf writes contract records: integers with `i` (within
+# int64) or `u`, floats with a point or an exponent, booleans `true`/`false`, strings without
+# `"`, `,`, `=`, a backslash or a control character. Checked whole by one regex (on the
+# line's bytes), it is JSON once its `=` and `,` are rewritten, and msgspec reads that in C,
+# checking its UTF-8, with the values `parse` gives. (A bare `5` is a float in line
+# protocol and an integer in JSON: a field set with one takes `common`, on str.)
+_KEY = rb'[^,="\\\x00-\x1f ]{1,%d}+' % MAX_KEY_CHARS
+_VALUE = (rb'(?:-?+(?:0|[1-9][0-9]{0,17}+)i|(?:0|[1-9][0-9]{0,18}+)u|true|false'
+          + rb'|"[^",=\\\x00-\x1f]{0,%d}+"' % MAX_STRING_CHARS
+          + rb'|-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++(?:[eE][-+]?[0-9]++)?|[eE][-+]?[0-9]++))')
+_json_fields = re.compile(_KEY + b"=" + _VALUE + b"(?:," + _KEY + b"=" + _VALUE + b")*+").fullmatch
+_decode_fields = msgspec.json.Decoder(dict[str, int | float | str | bool]).decode
 
 
 class LineError(ValueError):
@@ -58,6 +80,48 @@ def parse(line: str) -> dict:
     quoted = '"' in rest
     parts = (_split_quoted(rest, " ") if quoted else rest.split(" ")) if sep else []
     return _document(head, parts, True, quoted)
+
+
+def common_bytes(line: bytes) -> tuple[bytes, dict, int] | None:
+    """(head, fields, timestamp) of a stripped line whose fields are all `_json_fields`
+    reads (within the bounds), the head left as bytes (a reader keeps its tags by that
+    text); None for any other line (`common`, then `parse`, read it)."""
+    if b"\\" in line:
+        return None
+    i, j = line.find(b" "), line.rfind(b" ")
+    if i < 0 or j <= i + 1 or not line[j + 1:].isdigit() or not _json_fields(line, i + 1, j):
+        return None
+    body = line[i + 1:j].replace(b"i,", b",")  # (only an integer's suffix stands before a comma)
+    if b"u," in body:
+        body = body.replace(b"u,", b",")
+    if body[-1] in b"iu":
+        body = body[:-1]
+    try:
+        fields = _decode_fields(b'{"' + body.replace(b",", b',"').replace(b"=", b'":') + b"}")
+    except msgspec.DecodeError:  # (not UTF-8, a float beyond a double's range)
+        return None
+    return (line[:i], fields, int(line[j + 1:])) if len(fields) <= MAX_FIELDS else None
+
+
+def common(line: str) -> tuple[str, dict, int] | None:
+    """`common_bytes` for any line without backslashes, by str methods (fields with a bare
+    number: Prometheus' through Telegraf); None where `parse` would say more."""
+    if "\\" in line:
+        return None
+    head, _, rest = line.partition(" ")
+    text, _, ts = rest.rpartition(" ")
+    if not (ts.isdigit() and ts.isascii()) or not text:
+        return None
+    try:
+        if " " in text and ('"' not in text or len(_split_quoted(text, " ")) > 1):
+            return None  # (a blank outside a string: more than one space between sections)
+        fields = _quoted_fields(text) if '"' in text else _fields(text, True)
+    except LineError:
+        return None
+    if len(fields) > MAX_FIELDS or max(map(len, fields)) > MAX_KEY_CHARS or any(
+            v.__class__ is str and len(v) > MAX_STRING_CHARS for v in fields.values()):
+        return None
+    return head, fields, int(ts)
 
 
 def parse_escaped(line: str) -> dict:
@@ -158,6 +222,11 @@ def _quoted_fields(text: str) -> dict[str, object]:
         else:
             fields[key] = _value(key, value)
     return fields
+
+
+def head(text: str) -> tuple[str, dict[str, str]]:
+    """The measurement and tags of a head without backslashes (`common`'s), or LineError."""
+    return _head(text, True)
 
 
 def _head(head: str, simple: bool) -> tuple[str, dict[str, str]]:

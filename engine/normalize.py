@@ -137,10 +137,11 @@ class Parser:
     owns one (a detect stage, the publisher, training); the memo forgets everything at
     `_SERIES_MEMO` series, so hostile tags cannot grow it without bound."""
 
-    __slots__ = ("_tags",)
+    __slots__ = ("_tags", "_heads")
 
     def __init__(self) -> None:
         self._tags: dict[tuple[str, bytes], tuple[dict[str, str], str]] = {}
+        self._heads: dict[str, tuple[str, dict[str, str], str]] = {}  # line protocol's: head text -> name, tags, key
 
     def parse_line(self, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
         """One line of a recorded file (or one Kafka message value)."""
@@ -149,15 +150,18 @@ class Parser:
             size = line_size(line)
             if size > MAX_LINE_BYTES:  # refused before it is parsed (a str is measured as UTF-8)
                 return [], [Reject("line_too_long", f"a line of {size:,} bytes (at most {MAX_LINE_BYTES:,})", _text(line))]
+        first = line[:1]
+        if first.__class__ is bytes and first and first[0] in _LP_FIRST and b"=" in line:
+            return _parse_lineproto(line, line, self._heads)  # (a name's first character: never JSON)
         try:
             records = (_decode_record(line),)
         except Exception:  # any refusal (also a str msgspec cannot encode): a batch, or the general path
             try:
                 records = _decode_batch(line).metrics
             except Exception:
-                return _parse_line(line)
+                return _parse_line(line, self._heads)
         metrics = self._typed(records)
-        return (metrics, []) if metrics is not None else _parse_line(line)
+        return (metrics, []) if metrics is not None else _parse_line(line, self._heads)
 
     def _typed(self, records: list[_Record] | tuple[_Record, ...]) -> list[Metric] | None:
         """The metrics of typed records, or None when one of them fails a check of
@@ -208,7 +212,7 @@ _LP_FIRST = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123
 _BLANK = b" \t\r\n"
 
 
-def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
+def _parse_line(line: bytes | str, heads: dict | None = None) -> tuple[list[Metric], list[Reject]]:
     """parse_line without the typed fast path: chooses by the first non-blank byte. `{`
     (or anything else) is JSON; `[` is JSON too (a gnmic event array, engine/gnmic.py);
     a name's character on a line holding `=` is Influx line protocol (engine/lineproto.py).
@@ -216,21 +220,44 @@ def _parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
     raw = line if line.__class__ is bytes else line.encode("utf-8", "surrogatepass")
     first = raw.lstrip(_BLANK)[:1]
     if first and first[0] in _LP_FIRST and (b"=" in raw or first == b"#"):
-        return _parse_lineproto(raw, line)
+        return _parse_lineproto(raw, line, {} if heads is None else heads)
     return _parse_json(line)
 
 
-def _parse_lineproto(raw: bytes, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return [], [Reject("lp_syntax", detail(f"not UTF-8: {exc}"), _text(line))]
+def _parse_lineproto(raw: bytes, line: bytes | str, heads: dict) -> tuple[list[Metric], list[Reject]]:
+    """Each line in a common form (lineproto.common_bytes on its bytes, else lineproto.common)
+    straight to a Metric, its head's checked tags remembered in `heads`; any other line
+    through lineproto.parse and parse_metric, which name what is wrong."""
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")  # (strict: no lone surrogate gets past, so none is looked for)
+        except UnicodeDecodeError as exc:
+            return [], [Reject("lp_syntax", detail(f"not UTF-8: {exc}"), _text(line))]
     metrics: list[Metric] = []
     rejects: list[Reject] = []
-    results = lineproto.parse_lines(text)
-    for doc in results:
-        if doc.__class__ is lineproto.LineError:
-            rejects.append(Reject(doc.reason, detail(doc.detail), text if len(results) == 1 else _text(line)))
+    lines: list[bytes | str] = []
+    for b in raw.split(b"\n"):
+        b = b.strip()
+        if b and not (32 < b[0] < 127 and 32 < b[-1] < 127):  # (a border str.strip may read as blank)
+            b = b.decode("utf-8").strip()
+        if b and b[0] not in (35, "#"):  # (a comment)
+            lines.append(b)
+    for b in lines:
+        common = lineproto.common_bytes(b) if b.__class__ is bytes else None
+        s = b if b.__class__ is str else None
+        if common is None:
+            s = b.decode("utf-8") if s is None else s
+            common = lineproto.common(s)
+        if common is not None:
+            seen = heads.get(common[0]) or _common_head(common[0], heads)
+            ts = _event_time(common[2]) if seen is not None else None
+            if ts.__class__ is float:
+                metrics.append(Metric(seen[0], seen[1], common[1], ts, seen[2]))
+                continue
+        try:
+            doc = lineproto.parse(b.decode("utf-8") if s is None else s)
+        except lineproto.LineError as exc:
+            rejects.append(Reject(exc.reason, detail(exc.detail), _text(line)))
             continue
         tags = doc["tags"]
         if "host" not in tags:  # (gNMI and SNMP inputs name the device in `source` / `agent_host`)
@@ -241,8 +268,25 @@ def _parse_lineproto(raw: bytes, line: bytes | str) -> tuple[list[Metric], list[
         if result.__class__ is Metric:
             metrics.append(result)
         else:
-            rejects.append(Reject(result[0], detail(result[1]), text if len(results) == 1 else _dump(doc)))
+            rejects.append(Reject(result[0], detail(result[1]), _text(line) if len(lines) == 1 else _dump(doc)))
     return metrics, rejects
+
+
+def _common_head(head: bytes | str, heads: dict) -> tuple[str, dict[str, str], str] | None:
+    """(name, tags, series key) of a line-protocol head parse_metric accepts, remembered
+    under its text; None for any other (the general path then names what is wrong)."""
+    try:
+        name, tags = lineproto.head(head.decode("utf-8") if head.__class__ is bytes else head)
+    except lineproto.LineError:
+        return None
+    if "host" not in tags and (tags.get("source") or tags.get("agent_host")):
+        tags["host"] = gnmic.strip_port(tags.get("source") or tags["agent_host"])
+    if not tags.get("host") or name == JOB_PLACEMENT or check_sizes(name, tags, {}) is not None:
+        return None
+    if len(heads) >= _SERIES_MEMO:
+        heads.clear()
+    seen = heads[head] = (name, tags, _series_key(name, tags))
+    return seen
 
 
 def _parse_gnmic(events: list, raw: bytes | str, check_floats: bool) -> tuple[list[Metric], list[Reject]]:

@@ -146,3 +146,56 @@ def test_quoted_strings_with_blanks_and_commas_without_backslashes():
     doc = parse('gnmi,host=h,name=e1 oper_status="UP, mostly",descr="a b=c",n=3i 1700000000000000000')
     assert doc["fields"] == {"oper_status": "UP, mostly", "descr": "a b=c", "n": 3}
     assert doc["timestamp"] == 1700000000000000000
+
+
+def _typed(fields: dict) -> list:
+    return [(k, type(v), v) for k, v in fields.items()]
+
+
+_token = st.sampled_from(["1", "0", "1i", "-1i", "-0i", "01i", "1u", "-1u", "1.5", "1.", ".5", "+1", "-2.5e-3", "1e5",
+                          "1E+5", "1e999", "t", "true", "True", "f", "false", "FALSE", "truei", "1.5i", '"x"', '""',
+                          '"a,b"', '"a=b"', '"a b"', '"x"i', '"x', "nan", "inf", "9223372036854775807i",
+                          "123456789012345678i", "1234567890123456789i", "18446744073709551615u", "99999999999999999999u"])
+_fields_text = st.lists(st.tuples(st.sampled_from(["a", "b", "a b", 'k"', "", "é", "x:y", "i"]), _token), min_size=1,
+                        max_size=4).map(lambda kv: ",".join(f"{k}={v}" for k, v in kv))
+_fieldset = st.one_of(st.text(st.sampled_from('ab=, "1i.uet-E0f+:'), min_size=1, max_size=30), _fields_text)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_fieldset, st.sampled_from(["", " 1700000000", " 17x", "  1"]))
+def test_the_common_forms_read_as_parse_or_leave_the_line_to_it(fieldset, ts):
+    """lineproto.common_bytes (the regex and JSON) and lineproto.common (str methods)
+    either give what parse gives, value kinds included, or None; never another reading."""
+    line = f"m,host=h {fieldset}{ts}".strip()
+    expected = _outcome(parse, line)
+    for got in (lineproto.common_bytes(line.encode()), lineproto.common(line)):
+        if got is None:
+            continue
+        head, fields, stamp = got
+        assert isinstance(expected, dict), (line, got, expected)
+        assert lineproto.head(head.decode() if isinstance(head, bytes) else head) == (expected["name"],
+                                                                                   expected["tags"])
+        assert _typed(fields) == _typed(expected["fields"]) and stamp == expected["timestamp"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=_name.filter(lambda s: s[0].isascii() and (s[0].isalnum() or s[0] == "_")),  # (as the hook takes)
+       tags=st.dictionaries(_name, _name, max_size=3), fields=st.dictionaries(_name, _value, min_size=1, max_size=5),
+       ts=st.integers(1_600_000_000, 2**62))
+def test_the_reader_gives_what_parse_and_the_record_checks_give(name, tags, fields, ts):
+    """Parser.parse_line (the common forms, the head memo) against the general path
+    (lineproto.parse, then normalize.parse_metric) on generated lines, twice (the
+    second time from the memo)."""
+    from engine import normalize
+    line = dumps(name, {"host": "h", **tags}, fields, ts)
+    try:
+        doc = parse(line.strip())
+        result = normalize.parse_metric(doc)
+        want = ([(result.name, result.tags, _typed(result.fields), result.ts)], []) \
+            if isinstance(result, normalize.Metric) else ([], [result[0]])
+    except LineError as exc:
+        want = ([], [exc.reason])
+    reader = normalize.Parser()
+    for _ in range(2):
+        metrics, rejects = reader.parse_line(line.encode())
+        assert ([(m.name, m.tags, _typed(m.fields), m.ts) for m in metrics], [r.reason for r in rejects]) == want
