@@ -1,7 +1,11 @@
-"""Score the engine (rules only, as it is) on a built split and write the report with
-the figures broken down by sample interval and by fabric shape.
+"""Score the engine on a built split and write the report with the figures broken down
+by sample interval and by fabric shape: rules only, or with `--models HIST` rules plus
+anomaly models trained per run on that run's own clean history (`python -m sim.history
+SPLIT_DIR --out HIST` builds the histories; the models are trained into HIST/<run>/models
+on first use).
 
     python -m evaluation.split_report SPLIT_DIR --write docs/accuracy-test-split.md
+    python -m evaluation.split_report SPLIT_DIR --models HIST
 """
 from __future__ import annotations
 
@@ -12,8 +16,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from evaluation.scenarios import find_scenarios, replay_scenario
-from evaluation.score import HEADERS, _render, _row, misses, summarize, table
+from evaluation.scenarios import find_scenarios, history_models, replay_scenario
+from evaluation.score import HEADERS, _gray, _render, _row, misses, summarize, table
 
 HEAD = """# Accuracy on the held-out test split
 
@@ -52,12 +56,15 @@ def main() -> int:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--write", type=Path)
     ap.add_argument("--build-seconds", type=float)
+    ap.add_argument("--models", type=Path, metavar="HIST",
+                    help="rules + models trained on each run's own clean history in HIST/<run> (sim.history)")
     args = ap.parse_args()
     from evaluation.score import score_scenario
     results, truths, t0, records = [], [], time.perf_counter(), 0
     clean_causes: dict[str, int] = defaultdict(int)
     for folder in find_scenarios([args.dir]):
-        truth, incidents, stats = replay_scenario(folder)
+        models = history_models(args.models, folder.name) if args.models else None
+        truth, incidents, stats = replay_scenario(folder, models=models)
         results.append(score_scenario(truth, incidents))
         truths.append(truth)
         records += stats.records
@@ -73,8 +80,13 @@ def main() -> int:
                f"{clean_h:.2f} clean hours, {records:,} records; evaluation took {spent:.0f} s"
                + (f", building {args.build_seconds:.0f} s" if args.build_seconds else "")
                + " on the 2-core machine.\n")
-    out.append("## Overall, per cause (rules only)\n")
+    method = "rules + models (each run's own 600 s clean history)" if args.models else "rules only"
+    out.append(f"## Overall, per cause ({method})\n")
     out.append(table(results, markdown=True) + "\n")
+    gray = summarize(results, only=_gray)
+    out.append(f"Gray failures: {gray.faults} faults, recall {gray.recall if gray.recall is not None else '-'}, "
+               f"median delay {gray.delay_median if gray.delay_median is not None else '-'} s "
+               f"(p90 {gray.delay_p90 if gray.delay_p90 is not None else '-'} s).\n")
     for title, key in (("sample interval of the switches (s)", lambda t: t["realism"]["interval_s"]),
                        ("fabric shape", lambda t: t["realism"]["shape"]),
                        ("intensity", lambda t: t["intensity"] if not t["clean"] else "clean")):
