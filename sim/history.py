@@ -5,7 +5,8 @@ before it, for anomaly models trained on "10 minutes of the fabric's own clean h
 The split keeps no history of its own (each run starts at its fault plan's start), so
 one is generated per run: the run's own fabric spec and shape (truth `realism`), the
 `clean` scenario (no fault, the same kinds of benign phenomena), the run's sample
-intervals, jitter, missed, duplicate and late rates, all read from its truth.json. The
+intervals, jitter, missed, duplicate and late rates and its persistent phenomena (flat
+FEC floors, clock skew: `PERSISTENT`), all read from its truth.json. The
 simulator seed is the run's plus HISTORY_SEED_OFFSET, so a clean run's history is not
 the run itself, and the benign phenomena are drawn from that seed (other blips, bursts
 and operations than the run's). The history covers the same event-time span as a clean
@@ -27,10 +28,14 @@ from pathlib import Path
 
 from .deliver import apply
 from .fabric import Fabric, FabricSpec
-from .realism import draw
+from .realism import Phenomenon, draw
 from .scenarios import simulate
 from .shapes import reshape
 
+# What the fabric *is*, not what happens on it: a port's flat high corrected-FEC floor (a
+# marginal optic), a device's clock skew. The history has the run's, over its own span;
+# every other benign phenomenon is drawn anew (other blips, bursts and operations).
+PERSISTENT = frozenset({"fec_floor", "clock_skew"})
 HISTORY_SEED_OFFSET = 50_000  # tune seeds are 100000 + k (k < 100): 150000 + k is used by no split entry
 DEFAULT_DURATION = 600.0
 
@@ -50,6 +55,9 @@ def build_history(run: Path, out: Path, *, duration: float = DEFAULT_DURATION) -
                     label=f"{truth['scenario']}-history")
     rng = random.Random(f"{seed}:{split}:history")
     params = draw(rng, split=split, fabric=fab, start=hist["start"], duration=duration)
+    t0, t1 = hist["start"] + 5, hist["start"] + duration - 5  # as realism.draw spans a run
+    params.phenomena = [p for p in params.phenomena if p.kind not in PERSISTENT] + [
+        Phenomenon(**(p | {"start": t0, "end": t1})) for p in real["phenomena"] if p["kind"] in PERSISTENT]
     params.intervals = dict(real["intervals"])  # delivered as the run is
     params.jitter_s, params.missed = real["jitter_s"], real["missed"]
     params.duplicate, params.late = real["duplicate"], real["late"]
