@@ -42,6 +42,7 @@ class ModelClass:
     entity_kind: str
     entity: str  # template over tags, as in the rules (the symptom's entity)
     features: tuple[ModelFeature, ...]
+    agree: int = 1  # features whose window means must be up at once for a strong window (models.scorer)
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -99,7 +100,7 @@ CLASSES: dict[str, ModelClass] = {
             # Divided by the I/O rate it is the latency again, measured another way (the
             # time an I/O spends in flight), with its own noise: a second look at one cause.
             _f("inflight_latency_ms", "storage_latency", "storage", 0.01),
-        )),
+        ), agree=2),  # a slow target slows reads, writes and in-flight time; a scrub only reads
     )
 }
 

@@ -58,7 +58,10 @@ def rule_id(cls: str, symptom: str, *, sustained: bool = False) -> str:
 
 def opens_incident(rule: str) -> bool:
     """Whether a model symptom may open an incident: only a sustained one, and then as
-    the rule of the same symptom does. Evidence symptoms never do."""
+    the rule of the same symptom does. Evidence symptoms never do. A symptom of no model
+    (the correlator's derived ones, e.g. a job surge) may, as the rules' default says."""
+    if not rule.startswith(RULE_PREFIX):
+        return True
     if not rule.endswith(SUSTAINED):
         return False
     _, cls, kind = rule[: -len(SUSTAINED)].split(":", 2)
@@ -257,14 +260,24 @@ class ModelScorer:
         sym.last = end
         self._evidence(sym, cls, verdict)
 
-    @staticmethod
-    def _strong(cls: str, verdict) -> bool:
-        """A window that counts toward opening: its robust score alone reached z_min (not
-        the forest's band), and the window's own means are up, not only the smoothed
-        ones (after a blip the minute-long mean stays high for a while: that tail is the
-        blip, not a fault going on)."""
+    def _strong(self, cls: str, verdict) -> bool:
+        """A window that counts toward opening: a feature reached z_min on its robust
+        score alone (not in the forest's band) at either horizon, and that feature's own
+        window mean is up too, not only its smoothed one (after a blip or a collective
+        phase the minute-long mean stays high for a while: that tail is the blip, not a
+        fault going on). A class with `agree` > 1 needs that many of its features at half z_min
+        or more at once (storage: a slow target slows every I/O, where a background
+        scrub slows only the reads)."""
+        if verdict.forest is not None:
+            return False
         n = len(CLASSES[cls].features)
-        return verdict.forest is None and float(verdict.z[:n].max()) >= STRONG_WINDOW_Z
+        z = verdict.z
+        top = np.maximum(z[:n], z[n:2 * n])
+        z_min = self.models.classes[cls].z_min
+        agree = CLASSES[cls].agree
+        if not np.any((top >= z_min) & (z[:n] >= STRONG_WINDOW_Z)):
+            return False
+        return agree <= 1 or int(np.count_nonzero(top >= z_min / 2)) >= agree
 
     def _symptom(self, cls: str, slot, verdict, start: float, *, sustained: bool) -> Symptom:
         c = CLASSES[cls]

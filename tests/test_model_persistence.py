@@ -134,3 +134,10 @@ def test_a_sustained_strong_anomaly_opens_one_incident_at_any_sampling(nic_model
     assert min(s.start for s in sustained) == pytest.approx(T0 + 100, abs=interval + 5)
     incidents = _correlate(sent)
     assert [i["root_causes"][0]["cause"] for i in incidents.values()] == ["nic_degraded"]
+
+
+def test_symptoms_of_no_model_are_left_to_the_rules_default():
+    """The correlator's derived symptoms (a job surge) reach the scorer's opens_incident
+    when models are loaded: they open as the rules' default says, never crash."""
+    from engine.correlate import SURGE_RULE
+    assert opens_incident(SURGE_RULE) is True
