@@ -200,6 +200,9 @@ class ModelScorer:
         self.windows, self.anomalies = state.windows, state.anomalies
         self._quiet_until = -INF  # scan at the next tick
 
+    def live(self) -> list[Symptom]:
+        return list(self.active.values())
+
     def drain(self) -> list[Symptom]:
         out, self._out = self._out, []
         return out
