@@ -15,10 +15,10 @@ an episode; an entity silent for `stale_s` ends it.
   same physics as to a rule symptom). Evidence never opens an incident: it joins the
   incident of a rule symptom it explains and adds to its ranking, or waits as a
   candidate that a rule symptom may open.
-- An episode that is **sustained and strong** -- at least `strong_hits` of its windows
-  are strong (z_min reached on the robust score alone, not in the forest's band, and the
-  window's own means up, not only the smoothed ones) and they span `open_s` of event
-  time from its start -- replaces its evidence with a **sustained** symptom (rule
+- An episode that is **sustained and strong** -- a run of at least `strong_hits` of its
+  windows of data in a row are strong (z_min reached on the robust score alone, not in the forest's band, and the
+  window's own means up, not only the smoothed ones) and the run spans `open_s` of
+  event time -- replaces its evidence with a **sustained** symptom (rule
   `model:<class>:<kind>:sustained`, same start), which opens an incident as the rule of
   the same kind does. A gray fault is such an episode; a model-only blip is not.
 
@@ -77,6 +77,7 @@ class _Streak:
     count: int
     strong: int = 0  # of them, strong windows (`ModelScorer._strong`)
     strong_last: float = 0.0  # end of its latest strong window
+    strong_first: float = 0.0  # start of its current run of strong windows
 
 
 class ScorerState(msgspec.Struct, frozen=True):
@@ -175,7 +176,7 @@ class ModelScorer:
     def snapshot(self) -> ScorerState:
         return ScorerState(
             cutter=self.cutter.snapshot(), smoother=self.smoother.snapshot(),
-            streaks=[(c, k, _Streak(st.first, st.last, st.count, st.strong, st.strong_last)) for (c, k), st in self.streaks.items()],
+            streaks=[(c, k, _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first)) for (c, k), st in self.streaks.items()],
             active=[(c, k, symptom_to_wire(s)) for (c, k), s in self.active.items()],
             online={c: {k: (m.tolist(), sc.tolist()) for k, (m, sc) in d.items()} for c, d in self.online.items()},
             windows=self.windows, anomalies=self.anomalies, out=pending_out(self._out, self.active.values()))
@@ -193,7 +194,7 @@ class ModelScorer:
         out = restore_out(state.out, active.values())
         self.cutter.restore(state.cutter)
         self.smoother.restore(state.smoother)
-        self.streaks = {(c, k): _Streak(st.first, st.last, st.count, st.strong, st.strong_last) for c, k, st in state.streaks}
+        self.streaks = {(c, k): _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first) for c, k, st in state.streaks}
         self.active, self._out = active, out
         self.online = {c: {k: (np.asarray(m, dtype=float), np.asarray(sc, dtype=float)) for k, (m, sc) in d.items()}
                        for c, d in state.online.items()}
@@ -232,6 +233,8 @@ class ModelScorer:
             for k in [k for k in self.streaks if k[0] == cls and k[1] in slots and k[1] not in bad]:
                 if k not in self.active or end - self.streaks[k].last >= self.clear_s:
                     self._end(k)
+                else:
+                    self.streaks[k].strong = 0  # and its run of strong windows is over
             if self.learn_rate:
                 calm = np.flatnonzero(z.max(axis=1) < self.learn_below)
                 for i in calm:
@@ -246,11 +249,15 @@ class ModelScorer:
         if st is None:
             st = self.streaks[k] = _Streak(start, end, 0)
         st.last, st.count = end, st.count + 1
-        if self._strong(cls, verdict):
+        if not self._strong(cls, verdict):
+            st.strong = 0  # a run of strong windows is broken by any other window of data
+        else:
+            if st.strong == 0:
+                st.strong_first = start
             st.strong, st.strong_last = st.strong + 1, end
         if st.count < self.hits:
             return
-        sustained = st.strong_last - st.first >= self.open_s and st.strong >= self.strong_hits
+        sustained = st.strong_last - st.strong_first >= self.open_s and st.strong >= self.strong_hits
         sym = self.active.get(k)
         if sym is not None and sustained and not sym.rule.endswith(SUSTAINED):
             sym.end = sym.last  # the evidence gives way to the sustained symptom
