@@ -253,7 +253,9 @@ class DetectStage:
         update, when its last sign has crossed another `refresh_s` of its age since the
         last sign it was sent with (kept per symptom, and in the checkpoint)."""
         step, told = self.config.refresh_s, self._told
-        for s in self.detector.active.values():
+        scorer = self.detector.scorer
+        live = self.detector.active.values() if scorer is None else [*self.detector.active.values(), *scorer.live()]
+        for s in live:
             sent = told.get(s.key)
             if sent is not None and (s.last - s.start) // step > (sent - s.start) // step:
                 told[s.key] = s.last

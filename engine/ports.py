@@ -29,6 +29,10 @@ class AnomalyScorer(Protocol):
 
     def drain(self) -> list[Symptom]: ...
 
+    def live(self) -> Sequence[Symptom]:
+        """Its symptoms active now: refreshed to the correlator as the rules' are, so
+        their persistence (contract section 8) is seen while they last."""
+
     def finish(self) -> None: ...
 
     def opens_incident(self, rule: str) -> bool:

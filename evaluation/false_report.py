@@ -3,7 +3,10 @@ is not one: per run, each incident that matches no injected fault (or is a furth
 incident of a fault that already has its primary), with its top cause, how long it was
 open and the symptoms it held.
 
-    python -m evaluation.false_report SPLIT_DIR [--run NAME ...]
+    python -m evaluation.false_report SPLIT_DIR [--run NAME ...] [--models HIST]
+
+With `--models HIST`, rules + models trained on each run's own clean history
+(evaluation.scenarios.history_models; see evaluation.split_report).
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from evaluation.scenarios import find_scenarios, replay_scenario
+from evaluation.scenarios import find_scenarios, history_models, replay_scenario
 from evaluation.score import false_incidents, ts
 
 
@@ -34,12 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", type=Path)
     ap.add_argument("--run", action="append", default=[], help="only this run (folder name); repeatable")
+    ap.add_argument("--models", type=Path, metavar="HIST",
+                    help="rules + models trained on each run's own clean history in HIST/<run> (sim.history)")
     args = ap.parse_args(argv)
     causes: Counter[str] = Counter()
     for folder in find_scenarios([args.dir]):
         if args.run and folder.name not in args.run:
             continue
-        truth, incidents, _ = replay_scenario(folder)
+        models = history_models(args.models, folder.name) if args.models else None
+        truth, incidents, _ = replay_scenario(folder, models=models)
         found = false_incidents(truth, incidents)
         faults = "; ".join(f"{f['cause']} {f['entity']['id']} t+{f['start'] - truth['start']:.0f}s"
                            f"..{f['end'] - truth['start']:.0f}s" for f in truth.get("faults", [])) or "clean"

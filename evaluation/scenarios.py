@@ -116,3 +116,24 @@ def find_scenarios(paths: list[Path]) -> list[Path]:
         else:
             raise ValueError(f"{p}: no such folder")
     return out
+
+
+def history_models(histories: Path, run: str):
+    """The models of one run of a split, trained on that run's own clean history
+    (`python -m sim.history` writes `histories/<run>/`): loaded from
+    `histories/<run>/models/`, trained there first if absent (on the history's telemetry
+    and topology, seed 0, the `train` defaults), so a second scoring reuses them."""
+    from models.store import META_FILE, ModelError, save
+    from models.train import train
+
+    folder = Path(histories) / run
+    models = folder / "models"
+    if not (models / META_FILE).exists():
+        try:
+            files = scenario_files(folder)
+        except ValueError as exc:
+            raise ModelError(f"no clean history for run {run} ({exc}); build it with "
+                             f"python -m sim.history SPLIT_DIR --out {histories}") from None
+        trained, training = train([files["telemetry"]], topologies=[load_topology(files["topology"])])
+        save(trained, models, training=training)
+    return load_models(models)

@@ -2,6 +2,11 @@
 scored on a built split of realistic scenarios, per cause and sample interval.
 
     python -m evaluation.split_report SPLIT_DIR --write docs/accuracy.md
+    python -m evaluation.split_report SPLIT_DIR --models HIST
+
+With `--models HIST`, rules plus anomaly models trained per run on that run's own clean
+history (`python -m sim.history SPLIT_DIR --out HIST` builds the histories; the models are
+trained into HIST/<run>/models on first use).
 
 Scoring is `RunScore` objects (one per run: its ScenarioResult and what the realism
 layer drew); `cells` and `interval_totals` reduce them; `accuracy_doc` makes the text.
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.score import (
-    HEADERS, ScenarioResult, Summary, _fmt, _render, _row, cause_precision, misses, score_scenario,
+    HEADERS, ScenarioResult, Summary, _fmt, _gray, _render, _row, cause_precision, misses, score_scenario,
     summarize, table,
 )
 
@@ -149,9 +154,10 @@ def _by(runs: list[RunScore], title: str, key) -> list[str]:
 
 
 def accuracy_doc(runs: list[RunScore], *, split: str, seconds: float,
-                 build_seconds: float | None = None) -> str:
+                 build_seconds: float | None = None, models: bool = False) -> str:
     """docs/accuracy.md from the runs of one split."""
     results = [r.result for r in runs]
+    method = "rules + models (each run's own 600 s clean history)" if models else "rules only"
     clean_h = sum(r.hours for r in results if r.clean)
     name = "held-out test split" if split == "test" else f"{split} split (NOT the held-out test split)"
     lines = [f"# Diagnosis accuracy on the {name}", "",
@@ -161,14 +167,18 @@ def accuracy_doc(runs: list[RunScore], *, split: str, seconds: float,
              f"{len(runs)} runs, {sum(len(r.faults) for r in results)} faults, {clean_h:.2f} clean hours, "
              f"{sum(r.records for r in runs):,} records; evaluation took {seconds:.0f} s"
              + (f", building {build_seconds:.0f} s" if build_seconds else "") + ".", "",
+             f"Engine: {method}.", "",
              "## Per sample interval, every cause", "",
              _render(TOTAL_HEAD, [(("all" if c.interval is None else str(c.interval)), str(c.runs),
                                    f"{c.clean_hours:.2f}") + _cell_row(c)[2:] for c in interval_totals(runs)],
                      markdown=True), "",
              "## Per cause and sample interval", "",
              _render(CELL_HEAD, [_cell_row(c) for c in cells(runs)], markdown=True), "",
-             "## Other breakdowns (rules only)", "", "### Per cause, every interval", "",
+             f"## Other breakdowns ({method})", "", "### Per cause, every interval", "",
              table(results, markdown=True), ""]
+    gray = summarize(results, only=_gray)
+    lines += [f"Gray failures: {gray.faults} faults, recall {_fmt(gray.recall)}, median delay "
+              f"{_fmt(gray.delay_median)} s (p90 {_fmt(gray.delay_p90)} s).", ""]
     lines += _by(runs, "fabric shape", lambda r: r.shape)
     lines += _by(runs, "intensity", lambda r: r.intensity)
     clean = defaultdict(int)
@@ -182,13 +192,15 @@ def accuracy_doc(runs: list[RunScore], *, split: str, seconds: float,
     return "\n".join(lines) + "\n"
 
 
-def score_split(folder: Path, *, on_run=None) -> tuple[list[RunScore], str]:
-    """Replay and score every run under `folder`: (runs, the split's name)."""
-    from evaluation.scenarios import find_scenarios, replay_scenario
+def score_split(folder: Path, *, on_run=None, histories: Path | None = None) -> tuple[list[RunScore], str]:
+    """Replay and score every run under `folder` (with models trained on its history in
+    `histories`/<run> when given): (runs, the split's name)."""
+    from evaluation.scenarios import find_scenarios, history_models, replay_scenario
     runs, splits = [], set()
     for run in find_scenarios([folder]):
         check_split_run(json.loads((run / "truth.json").read_text()))  # before the replay's cost
-        truth, incidents, stats = replay_scenario(run)
+        models = history_models(histories, run.name) if histories else None
+        truth, incidents, stats = replay_scenario(run, models=models)
         runs.append(run_score(truth, incidents, stats.records))
         splits.add(truth.get("split", "?"))
         if on_run:
@@ -203,18 +215,21 @@ def main() -> int:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--write", type=Path)
     ap.add_argument("--build-seconds", type=float)
+    ap.add_argument("--models", type=Path, metavar="HIST",
+                    help="rules + models trained on each run's own clean history in HIST/<run> (sim.history)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     try:
-        runs, split = score_split(args.dir, on_run=lambda name, n: print(f"  {name}: {n} incident(s)",
-                                                                       file=sys.stderr, flush=True))
+        runs, split = score_split(args.dir, histories=args.models,
+                                  on_run=lambda name, n: print(f"  {name}: {n} incident(s)", file=sys.stderr, flush=True))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not runs:
         print(f"error: no runs (truth.json) under {args.dir}", file=sys.stderr)
         return 2
-    text = accuracy_doc(runs, split=split, seconds=time.perf_counter() - t0, build_seconds=args.build_seconds)
+    text = accuracy_doc(runs, split=split, seconds=time.perf_counter() - t0, build_seconds=args.build_seconds,
+                        models=args.models is not None)
     if args.write:
         args.write.write_text(text)
     print(text)

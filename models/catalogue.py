@@ -10,7 +10,11 @@ symptom enters correlation and ranking exactly as a rule symptom would (rank.py'
 `floor` is the smallest change that can matter for the feature (in its own unit), so an
 entity whose feature never moved in training (MAD 0) does not turn one stray error into
 an infinite score. It is deliberately small: each entity's own spread (its MAD) sets the
-scale wherever the feature varies.
+scale wherever the feature varies. `rel` is the same idea relative to the entity's own
+level: its scale is never below `rel` times its median (REL_FLOOR, 5 %), so a feature
+that sat flat at a large value in training (a port's steady corrected-FEC floor of 10^5
+frames/s, MAD 0) scores a 2 % wobble as 0.4, not 50, while a rise to several times its
+level still scores high.
 
 Every feature is scored at two horizons: its 5 s window mean, for faults that arrive at
 once, and an exponentially weighted mean over about a minute of windows (`_ewm`), whose
@@ -28,6 +32,7 @@ class ModelFeature:
     family: str
     floor: float
     opens_incident: bool = True  # as the rule of the same symptom
+    rel: float = 0.0  # relative spread floor (set to REL_FLOOR by `_f`)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class ModelClass:
     entity_kind: str
     entity: str  # template over tags, as in the rules (the symptom's entity)
     features: tuple[ModelFeature, ...]
+    agree: int = 1  # features whose window means must be up at once for a strong window (models.scorer)
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -49,6 +55,7 @@ class ModelClass:
 
 
 EWM_SUFFIX = "_ewm"
+REL_FLOOR = 0.05  # a feature's scale is at least this share of its entity's median
 EWM_ALPHA = 1 / 12  # weight of the newest window: about a minute of 5 s windows
 # Spread of the smoothed mean of white noise, as a share of one window's spread: the
 # smoothed horizon's floor is the window floor times this, and its scale is never taken
@@ -56,8 +63,8 @@ EWM_ALPHA = 1 / 12  # weight of the newest window: about a minute of 5 s windows
 EWM_NOISE = (EWM_ALPHA / (2 - EWM_ALPHA)) ** 0.5
 
 
-def _f(name, symptom, family, floor, opens=True) -> ModelFeature:
-    return ModelFeature(name, symptom, family, float(floor), opens)
+def _f(name, symptom, family, floor, opens=True, rel=REL_FLOOR) -> ModelFeature:
+    return ModelFeature(name, symptom, family, float(floor), opens, float(rel))
 
 
 CLASSES: dict[str, ModelClass] = {
@@ -93,7 +100,7 @@ CLASSES: dict[str, ModelClass] = {
             # Divided by the I/O rate it is the latency again, measured another way (the
             # time an I/O spends in flight), with its own noise: a second look at one cause.
             _f("inflight_latency_ms", "storage_latency", "storage", 0.01),
-        )),
+        ), agree=2),  # a slow target slows reads, writes and in-flight time; a scrub only reads
     )
 }
 

@@ -2,8 +2,12 @@
 
 1. Baseline. For every entity (a port, a queue, a NIC, a storage target) and feature:
    the median and the MAD of its window means in training. A window's feature becomes a
-   one-sided robust score z = (x - median) / (1.4826 MAD + floor), clipped to [0, Z_CAP]:
-   only a rise above the entity's own normal counts. Entities not seen in training use
+   one-sided robust score z = (x - median) / scale, clipped to [0, Z_CAP]: only a rise
+   above the entity's own normal counts. The scale has a floor of two parts:
+   scale = floor + max(1.4826 MAD, rel |median|). `floor` (absolute, in the feature's
+   unit) is the smallest change that can matter; `rel` (a share of the entity's own
+   level) keeps a history that never moved (MAD 0: a flat corrected-FEC floor, a gauge
+   the collector repeats) from turning a 2 % wobble of a large value into a score of 50. Entities not seen in training use
    the class's pooled baseline (median of the entities' medians and scales).
 2. Forest. An IsolationForest per class learns which z vectors occur in normal
    operation; its anomaly score is `-score_samples`, in (0, 1], about 0.5 for ordinary
@@ -61,16 +65,21 @@ class ClassModel:
     threshold: float
     z_min: float
     windows: int  # training windows seen
+    rel: np.ndarray | None = None  # relative spread floor per feature (None: 0, models of before)
 
     # --- training -------------------------------------------------------------------
     @classmethod
     def fit(cls, name: str, features: tuple[str, ...], floors: list[float], keys: list[str],
             values: np.ndarray, *, seed: int, z_min: float, margin: float = 0.02,
-            max_rows: int = 20_000, trees: int = 100, smooth: list | None = None) -> ClassModel:
+            max_rows: int = 20_000, trees: int = 100, smooth: list | None = None,
+            rel: list[float] | None = None) -> ClassModel:
         """values: (windows, features) window means, keys: the entity of each row.
         smooth: (column, its window column, k): the column's scale (beyond its floor) is
-        at least k times the window column's (a smoothed mean of white noise)."""
+        at least k times the window column's (a smoothed mean of white noise).
+        rel: the relative spread floor of each column (default 0): its scale beyond the
+        absolute floor is at least rel x |median|."""
         floors_a = np.asarray(floors, dtype=float)
+        rel_a = np.zeros_like(floors_a) if rel is None else np.asarray(rel, dtype=float)
         order = sorted(set(keys))
         index = {k: i for i, k in enumerate(order)}
         rows = np.array([index[k] for k in keys], dtype=np.int64)
@@ -82,13 +91,14 @@ class ClassModel:
                 m = np.nanmedian(x, axis=0) if len(x) else np.full(len(features), np.nan)
                 mad = np.nanmedian(np.abs(x - m), axis=0) if len(x) else np.full(len(features), np.nan)
             med[i] = np.where(np.isnan(m), 0.0, m)
-            scale[i] = MAD_K * np.where(np.isnan(mad), 0.0, mad) + floors_a
+            spread = MAD_K * np.where(np.isnan(mad), 0.0, mad)
+            scale[i] = np.maximum(spread, rel_a * np.abs(med[i])) + floors_a
         for j, i, k in smooth or ():  # a smoothed mean is never calmer than white noise allows
             scale[:, j] = np.maximum(scale[:, j] - floors_a[j], k * (scale[:, i] - floors_a[i])) + floors_a[j]
         pooled_med = np.median(med, axis=0) if len(order) else np.zeros(len(features))
         pooled_scale = np.median(scale, axis=0) if len(order) else floors_a.copy()
         model = cls(name, tuple(features), floors_a, index, med, scale, pooled_med, pooled_scale,
-                    None, 1.0, z_min, int(len(values)))
+                    None, 1.0, z_min, int(len(values)), rel_a)
         z = model._z(values, med[rows], scale[rows])
         if len(z) >= 2:
             rng = np.random.default_rng(seed)
@@ -154,4 +164,5 @@ class ClassModel:
         m2 = m + step * np.sign(x - m)
         mad = np.maximum((s - self.floors) / MAD_K, 0.0)
         mad2 = mad + rate * np.maximum(mad, self.floors / MAD_K) * np.sign(np.abs(x - m) - mad)
-        online[key] = (m2, MAD_K * np.maximum(mad2, 0.0) + self.floors)
+        rel = self.rel if self.rel is not None else 0.0
+        online[key] = (m2, np.maximum(MAD_K * np.maximum(mad2, 0.0), rel * np.abs(m2)) + self.floors)

@@ -1,15 +1,31 @@
 """Scoring at run time: feature windows -> model verdicts -> symptoms.
 
 The detector hands every record's features to `observe` and calls `advance(now)` at each
-event-time tick; when a window closes, each class's rows are scored in one batch. An
-entity anomalous in `hits` consecutive windows gets a symptom whose kind is that of its
-most deviating feature (so ranking applies the same physics as to a rule symptom), with
-its largest robust score, the forest's score when consulted, and the features that drove
-it as evidence; the symptom ends after
-`clear_windows` windows without an anomaly.
+event-time tick; when a window closes, each class's rows are scored in one batch.
 
-With `learn_rate` > 0 the entities' baselines keep learning from windows judged clearly
-normal (every z below `learn_below`), in constant memory per entity.
+Persistence is in event time, not in windows or samples, so it means the same at 1 s
+and at 10 s sampling (where most 5 s windows hold no sample of an entity): an entity's
+*episode* starts with `hits` windows of its data anomalous in a row, and goes on while no
+stretch of `clear_s` of event time that its own data showed normal comes between its
+anomalous windows. Windows without its data neither extend nor break
+an episode; an entity silent for `stale_s` ends it.
+
+- After `hits` anomalous windows an episode raises an **evidence** symptom (rule
+  `model:<class>:<kind>`, the kind of its most deviating feature, so ranking applies the
+  same physics as to a rule symptom). Evidence never opens an incident: it joins the
+  incident of a rule symptom it explains and adds to its ranking, or waits as a
+  candidate that a rule symptom may open.
+- An episode that is **sustained and strong** -- a run of at least `strong_hits` of its
+  windows of data in a row are strong (z_min reached on the robust score alone, not in the forest's band, and the
+  window's own means up, not only the smoothed ones) and the run spans `open_s` of
+  event time -- replaces its evidence with a **sustained** symptom (rule
+  `model:<class>:<kind>:sustained`, same start), which opens an incident as the rule of
+  the same kind does. A gray fault is such an episode; a model-only blip is not.
+
+Each symptom carries its largest robust score, the forest's score when consulted, and
+the features that drove it as evidence. With `learn_rate` > 0 the entities' baselines
+keep learning from windows judged clearly normal (every z below `learn_below`), in
+constant memory per entity.
 """
 from __future__ import annotations
 
@@ -29,26 +45,39 @@ if TYPE_CHECKING:  # the store imports scikit-learn; scoring itself needs only n
     from models.store import ModelSet
 
 RULE_PREFIX = "model:"
+SUSTAINED = ":sustained"  # rule suffix of a symptom that may open an incident
 INF = float("inf")
 SEVERITY = 0.5
 REPORTED = 3  # driving features a symptom carries as evidence
+STRONG_WINDOW_Z = 1.0  # a strong window's own (unsmoothed) means reach this robust score
 
 
-def rule_id(cls: str, symptom: str) -> str:
-    return f"{RULE_PREFIX}{cls}:{symptom}"
+def rule_id(cls: str, symptom: str, *, sustained: bool = False) -> str:
+    return f"{RULE_PREFIX}{cls}:{symptom}" + (SUSTAINED if sustained else "")
 
 
 def opens_incident(rule: str) -> bool:
-    """Whether a model symptom may open an incident: as the rule of the same symptom."""
-    _, cls, kind = rule.split(":", 2)
+    """Whether a model symptom may open an incident: only a sustained one, and then as
+    the rule of the same symptom does. Evidence symptoms never do. A symptom of no model
+    (the correlator's derived ones, e.g. a job surge) may, as the rules' default says."""
+    if not rule.startswith(RULE_PREFIX):
+        return True
+    if not rule.endswith(SUSTAINED):
+        return False
+    _, cls, kind = rule[: -len(SUSTAINED)].split(":", 2)
     return all(f.opens_incident for f in CLASSES[cls].features if f.symptom == kind)
 
 
 @dataclass
 class _Streak:
+    """An entity's episode: its anomalous windows, none `clear_s` of normal data apart."""
+
     first: float  # start of its first anomalous window
     last: float  # end of its latest anomalous window
     count: int
+    strong: int = 0  # of them, strong windows (`ModelScorer._strong`)
+    strong_last: float = 0.0  # end of its latest strong window
+    strong_first: float = 0.0  # start of its current run of strong windows
 
 
 class ScorerState(msgspec.Struct, frozen=True):
@@ -68,8 +97,11 @@ class ScorerState(msgspec.Struct, frozen=True):
 @dataclass
 class ModelScorer:
     models: "ModelSet"
-    hits: int = 2
-    clear_windows: int = 3
+    hits: int = 2  # anomalous windows of an episode before its evidence symptom
+    clear_windows: int = 3  # clear_s = this many windows of event time
+    open_s: float = 20.0  # event time an episode spans before it may open an incident ...
+    strong_hits: int = 3  # ... with this many windows at z_min on the robust score alone
+    stale_s: float = 60.0  # an entity silent this long ends its episode
     learn_rate: float = 0.0
     learn_below: float = 2.0
     cutter: WindowCutter = field(init=False)
@@ -114,32 +146,37 @@ class ModelScorer:
     def observe(self, measurement: str, series: str, tags: dict, ts: float, vec: tuple) -> None:
         self.cutter.observe(measurement, series, tags, ts, vec)
 
+    @property
+    def clear_s(self) -> float:
+        return self.clear_windows * self.models.window_s
+
     def advance(self, now: float) -> None:
         if self.cutter.due(now):
             start, rows = self.cutter.close(now)
             self._score(start, start + self.models.window_s, rows)
         elif now <= self._quiet_until:
             return  # no window closed and nothing can have expired: skip the scans
-        w = self.models.window_s
-        clear = self.clear_windows * w
-        for key, sym in list(self.active.items()):
-            if sym.last < now - clear:
-                sym.end = sym.last
-                del self.active[key]
-                self._out.append(sym)
+        # Entities that stopped reporting: their episodes end (their normal windows end
+        # the others, in `_score`).
         for key, st in list(self.streaks.items()):
-            if st.last < now - w and key not in self.active:
-                del self.streaks[key]
+            if st.last < now - self.stale_s:
+                self._end(key)
         # Only scoring (above) moves `last` or adds entries, so until the earliest of
         # these times passes, a tick without a window to close has nothing to do.
-        self._quiet_until = min(
-            min((sym.last + clear for sym in self.active.values()), default=INF),
-            min((st.last + w for key, st in self.streaks.items() if key not in self.active), default=INF))
+        self._quiet_until = min((st.last + self.stale_s for st in self.streaks.values()), default=INF)
+
+    def _end(self, key: tuple[str, str]) -> None:
+        """End an entity's episode, and its symptom if it has one."""
+        del self.streaks[key]
+        sym = self.active.pop(key, None)
+        if sym is not None:
+            sym.end = sym.last
+            self._out.append(sym)
 
     def snapshot(self) -> ScorerState:
         return ScorerState(
             cutter=self.cutter.snapshot(), smoother=self.smoother.snapshot(),
-            streaks=[(c, k, _Streak(st.first, st.last, st.count)) for (c, k), st in self.streaks.items()],
+            streaks=[(c, k, _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first)) for (c, k), st in self.streaks.items()],
             active=[(c, k, symptom_to_wire(s)) for (c, k), s in self.active.items()],
             online={c: {k: (m.tolist(), sc.tolist()) for k, (m, sc) in d.items()} for c, d in self.online.items()},
             windows=self.windows, anomalies=self.anomalies, out=pending_out(self._out, self.active.values()))
@@ -157,12 +194,15 @@ class ModelScorer:
         out = restore_out(state.out, active.values())
         self.cutter.restore(state.cutter)
         self.smoother.restore(state.smoother)
-        self.streaks = {(c, k): _Streak(st.first, st.last, st.count) for c, k, st in state.streaks}
+        self.streaks = {(c, k): _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first) for c, k, st in state.streaks}
         self.active, self._out = active, out
         self.online = {c: {k: (np.asarray(m, dtype=float), np.asarray(sc, dtype=float)) for k, (m, sc) in d.items()}
                        for c, d in state.online.items()}
         self.windows, self.anomalies = state.windows, state.anomalies
         self._quiet_until = -INF  # scan at the next tick
+
+    def live(self) -> list[Symptom]:
+        return list(self.active.values())
 
     def drain(self) -> list[Symptom]:
         out, self._out = self._out, []
@@ -183,37 +223,77 @@ class ModelScorer:
             online = self.online.setdefault(cls, {}) if self.learn_rate else None
             z, verdicts = model.score(keys, values, online)
             slots = dict(zip(keys, slots_of))
+            bad = {v.key for v in verdicts}
             for v in verdicts:
                 self._anomalous(cls, slots[v.key], v, start, end)
+            # A window of its own data, normal: before the episode's symptom, it ends the
+            # episode (its first `hits` windows of data are anomalous in a row); after,
+            # the episode ends `clear_s` after its last anomalous window (windows without
+            # its data say nothing either way).
+            for k in [k for k in self.streaks if k[0] == cls and k[1] in slots and k[1] not in bad]:
+                if k not in self.active or end - self.streaks[k].last >= self.clear_s:
+                    self._end(k)
+                else:
+                    self.streaks[k].strong = 0  # and its run of strong windows is over
             if self.learn_rate:
-                bad = {v.key for v in verdicts}
                 calm = np.flatnonzero(z.max(axis=1) < self.learn_below)
                 for i in calm:
                     if keys[i] not in bad:
                         model.learn(keys[i], values[i], self.learn_rate, online)
+        self._quiet_until = -INF
 
     def _anomalous(self, cls: str, slot, verdict, start: float, end: float) -> None:
         self.anomalies += 1
         k = (cls, verdict.key)
         st = self.streaks.get(k)
-        if st is None or st.last < start:  # not the window right after its last one
+        if st is None:
             st = self.streaks[k] = _Streak(start, end, 0)
         st.last, st.count = end, st.count + 1
+        if not self._strong(cls, verdict):
+            st.strong = 0  # a run of strong windows is broken by any other window of data
+        else:
+            if st.strong == 0:
+                st.strong_first = start
+            st.strong, st.strong_last = st.strong + 1, end
+        if st.count < self.hits:
+            return
+        sustained = st.strong_last - st.strong_first >= self.open_s and st.strong >= self.strong_hits
         sym = self.active.get(k)
+        if sym is not None and sustained and not sym.rule.endswith(SUSTAINED):
+            sym.end = sym.last  # the evidence gives way to the sustained symptom
+            self._out.append(sym)
+            sym = None
         if sym is None:
-            if st.count < self.hits:
-                return
-            sym = self._symptom(cls, slot, verdict, st.first)
+            sym = self._symptom(cls, slot, verdict, st.first, sustained=sustained)
             self.active[k] = sym
             self._out.append(sym)
         sym.last = end
         self._evidence(sym, cls, verdict)
 
-    def _symptom(self, cls: str, slot, verdict, start: float) -> Symptom:
+    def _strong(self, cls: str, verdict) -> bool:
+        """A window that counts toward opening: a feature reached z_min on its robust
+        score alone (not in the forest's band) at either horizon, and that feature's own
+        window mean is up too, not only its smoothed one (after a blip or a collective
+        phase the minute-long mean stays high for a while: that tail is the blip, not a
+        fault going on). A class with `agree` > 1 needs that many of its features at half z_min
+        or more at once (storage: a slow target slows every I/O, where a background
+        scrub slows only the reads)."""
+        if verdict.forest is not None:
+            return False
+        n = len(CLASSES[cls].features)
+        z = verdict.z
+        top = np.maximum(z[:n], z[n:2 * n])
+        z_min = self.models.classes[cls].z_min
+        agree = CLASSES[cls].agree
+        if not np.any((top >= z_min) & (z[:n] >= STRONG_WINDOW_Z)):
+            return False
+        return agree <= 1 or int(np.count_nonzero(top >= z_min / 2)) >= agree
+
+    def _symptom(self, cls: str, slot, verdict, start: float, *, sustained: bool) -> Symptom:
         c = CLASSES[cls]
         top = c.features[int(np.argmax(verdict.z)) % len(c.features)]
         eid = symptom_entity(c, verdict.key)
-        rule = rule_id(cls, top.symptom)
+        rule = rule_id(cls, top.symptom, sustained=sustained)
         return Symptom(key=f"{rule}@{verdict.key}@{start:.3f}", kind=top.symptom, family=top.family,
                        entity=Entity(c.entity_kind, eid), device=slot.device, start=start, last=start,
                        severity=SEVERITY, rule=rule)

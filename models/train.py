@@ -135,8 +135,9 @@ def train(files: list[Path], *, topologies: list[Topology] | None = None, window
         base = [f.floor for f in c.features]
         floors = base + [x * EWM_NOISE for x in base]
         smooth = [(len(base) + i, i, EWM_NOISE) for i in range(len(base))]
+        rel = [f.rel for f in c.features] + [f.rel * EWM_NOISE for f in c.features]
         classes[name] = ClassModel.fit(name, c.model_features, floors, keys, values,
-                                       seed=seed, z_min=z_min, smooth=smooth)
+                                       seed=seed, z_min=z_min, smooth=smooth, rel=rel)
     firsts = [d.first for d in streams if d.first is not None]
     lasts = [d.last for d in streams if d.last is not None]
     training = {

@@ -182,9 +182,10 @@ def test_entity_keys_keep_queues_and_disks_apart():
     assert features_needed("nic_port") >= {"pci_stall", "oob_rate"} and features_needed("wjh_drop") == frozenset()
 
 
-def test_model_symptoms_open_incidents_as_their_rule_twins_do():
-    assert opens_incident(rule_id("nic", "nic_pcie_stall"))
-    assert not opens_incident(rule_id("nic", "nic_retransmit"))
+def test_only_sustained_model_symptoms_open_incidents_and_then_as_their_rule_twins_do():
+    assert opens_incident(rule_id("nic", "nic_pcie_stall", sustained=True))
+    assert not opens_incident(rule_id("nic", "nic_retransmit", sustained=True))
+    assert not opens_incident(rule_id("nic", "nic_pcie_stall"))  # evidence: joins and ranks, never opens
 
 
 # --- against the generator's truth -------------------------------------------------------

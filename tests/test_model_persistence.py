@@ -1,0 +1,143 @@
+"""What keeps the anomaly models quiet on a healthy fabric: the spread floor (a flat
+history does not turn a 2 % wobble into a score of 50) and persistence in event time
+(a model-only blip is evidence, never an incident; a sustained strong anomaly opens one,
+at 1 s and at 10 s sampling alike)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.correlate import Correlator
+from engine.jobs import JobBook
+from engine.topology import Topology
+from models.catalogue import CLASSES, EWM_NOISE, REL_FLOOR
+from models.model import ClassModel
+from models.scorer import ModelScorer, opens_incident
+from models.store import ModelSet
+from rules.loader import load_rules
+
+T0 = 1764400000.0
+NIC = CLASSES["nic"]
+STALL = NIC.feature_names.index("pci_stall")
+TOPO = Topology.from_links(roles={"leaf1": "leaf", "gpu1": "host"}, links=[("gpu1:eth0", "leaf1:swp1")])
+
+
+def _flat(level: float, n: int = 120) -> ClassModel:
+    """A one-feature model (its window and smoothed columns) of a history that sat at `level`."""
+    values = np.full((n, 2), level)
+    return ClassModel.fit("storage", ("x", "x_ewm"), [0.01, 0.01 * EWM_NOISE], ["e"] * n, values, seed=0,
+                          z_min=6.0, smooth=[(1, 0, EWM_NOISE)], rel=[REL_FLOOR, REL_FLOOR * EWM_NOISE])
+
+
+# --- the spread floor ---------------------------------------------------------------------
+@settings(max_examples=80, deadline=None)
+@given(st.floats(min_value=1.0, max_value=1e6), st.floats(min_value=0.0, max_value=0.02))
+def test_a_small_change_over_a_flat_history_is_no_anomaly(level, change):
+    model = _flat(level)
+    x = level * (1 + change)
+    z, verdicts = model.score(["e"], np.array([[x, x]]))
+    assert verdicts == [] and float(z.max()) < 2.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(min_value=1.0, max_value=1e6), st.floats(min_value=0.5, max_value=10.0))
+def test_a_real_shift_over_a_flat_history_is_an_anomaly(level, rise):
+    model = _flat(level)
+    x = level * (1 + rise)
+    _, verdicts = model.score(["e"], np.array([[x, x]]))
+    assert [v.key for v in verdicts] == ["e"]
+
+
+def test_the_relative_floor_leaves_a_varying_feature_to_its_own_spread():
+    """Where the history varies more than rel x level, its MAD sets the scale as before."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(1.0, 0.2, 400)
+    values = np.column_stack([x, x])
+    with_rel = ClassModel.fit("storage", ("x", "x_ewm"), [0.01, 0.002], ["e"] * 400, values, seed=0,
+                              z_min=6.0, rel=[REL_FLOOR, REL_FLOOR * EWM_NOISE])
+    without = ClassModel.fit("storage", ("x", "x_ewm"), [0.01, 0.002], ["e"] * 400, values, seed=0, z_min=6.0)
+    assert np.allclose(with_rel.scale, without.scale)
+
+
+def test_online_learning_keeps_the_relative_floor():
+    model = _flat(1000.0)
+    online: dict = {}
+    for _ in range(200):
+        model.learn("e", np.array([1000.0, 1000.0]), 0.05, online)
+    _, scale = online["e"]
+    assert scale[0] >= REL_FLOOR * 1000.0
+
+
+# --- persistence in event time ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def nic_models() -> ModelSet:
+    """A NIC model of gpu1:eth0 whose history is quiet (pci_stall about 0.2 %, a little noise)."""
+    rng = np.random.default_rng(7)
+    n, f = 240, len(NIC.features)
+    base = np.abs(rng.normal(0.0, 0.02, (n, f)))
+    base[:, STALL] = rng.normal(0.2, 0.02, n)
+    values = np.hstack([base, base])
+    floors = [x.floor for x in NIC.features]
+    model = ClassModel.fit("nic", NIC.model_features, floors + [x * EWM_NOISE for x in floors], ["gpu1:eth0"] * n,
+                           values, seed=0, z_min=6.0, smooth=[(f + i, i, EWM_NOISE) for i in range(f)],
+                           rel=[REL_FLOOR] * f + [REL_FLOOR * EWM_NOISE] * f)
+    return ModelSet({"nic": model}, 5.0)
+
+
+def _scored(models: ModelSet, stall: tuple[float, float], *, interval: float, until: float = 300.0) -> list:
+    """Every symptom the scorer sends for gpu1:eth0 sampled every `interval` s, its PCIe
+    stall gauge at 3 % from T0+stall[0] to T0+stall[1] and at its normal 0.2 % otherwise."""
+    scorer = models.scorer()
+    tags = {"host": "gpu1", "interface": "eth0"}
+    out = []
+    for k in range(int(until / interval)):
+        t = T0 + k * interval
+        scorer.advance(t)
+        vec = [0.0] * len(NIC.features)
+        vec[STALL] = 3.0 if stall[0] <= t - T0 < stall[1] else 0.2
+        scorer.observe("nic_port", "nic_port,gpu1,eth0", tags, t, tuple(vec))
+        out += [(t, s) for s in scorer.drain()]
+    scorer.finish()
+    return out + [(T0 + until, s) for s in scorer.drain()]
+
+
+def _correlate(sent: list) -> dict:
+    rules = load_rules(None)
+    c = Correlator(topology=TOPO, jobs=JobBook(),
+                   opens_incident=lambda r: opens_incident(r) if r.startswith("model:") else rules.opens_incident(r))
+    latest, i = {}, 0
+    for sec in range(int(sent[-1][0] - T0) + 120 if sent else 0):
+        now = T0 + sec
+        while i < len(sent) and sent[i][0] <= now:
+            c.add(sent[i][1])
+            i += 1
+        c.advance(now)
+        latest |= {inc["id"]: inc for inc in c.drain()}
+    return latest
+
+
+@pytest.mark.parametrize("interval", [1.0, 10.0])
+def test_a_model_only_blip_is_evidence_and_opens_nothing(nic_models, interval):
+    sent = _scored(nic_models, (100, 112), interval=interval)
+    assert sent, "the blip should still be seen, as evidence"
+    assert not any(opens_incident(s.rule) for _, s in sent)
+    assert _correlate(sent) == {}
+
+
+@pytest.mark.parametrize("interval", [1.0, 10.0])
+def test_a_sustained_strong_anomaly_opens_one_incident_at_any_sampling(nic_models, interval):
+    sent = _scored(nic_models, (100, 220), interval=interval)
+    sustained = [s for _, s in sent if opens_incident(s.rule)]
+    assert sustained and all(s.kind == "nic_pcie_stall" for s in sustained)
+    assert min(s.start for s in sustained) == pytest.approx(T0 + 100, abs=interval + 5)
+    incidents = _correlate(sent)
+    assert [i["root_causes"][0]["cause"] for i in incidents.values()] == ["nic_degraded"]
+
+
+def test_symptoms_of_no_model_are_left_to_the_rules_default():
+    """The correlator's derived symptoms (a job surge) reach the scorer's opens_incident
+    when models are loaded: they open as the rules' default says, never crash."""
+    from engine.correlate import SURGE_RULE
+    assert opens_incident(SURGE_RULE) is True
