@@ -23,6 +23,12 @@ joined. Per cause:
 - **at once**: symptoms that are already a repetition or a hardware verdict make the
   cause credible as soon as they are seen: a link whose carrier transitions repeat
   (`link_flap`), a NIC's or switch's pause-storm watchdog.
+- **loud**: a rule may say its symptom is loud evidence (`at_once: true`: a NIC sending
+  pause a quarter of every second, I/O latency ten times a healthy target's: orders of
+  magnitude above the few pause frames and the modest scrubbing of section 8); the cause
+  it points at is credible as soon as it is raised, the rule's own `for_s` being the
+  wait, so the verdict holds at every interval. Not for congestion on a switch-to-switch
+  link, which waits for attribution whatever its loss.
 - **corroborated**: independent witnesses of one cause at the same time make it credible
   at once: `witnesses` reports from different rules or different devices, overlapping in
   time (a bad optic's lost frames seen at both ends of the link; a NIC dropping for want
@@ -70,6 +76,7 @@ class Persistence:
     repeats: int = 3  # separate stretches of evidence that make a repeating cause credible
     repeating: frozenset[str] = REPEATING
     at_once: frozenset[str] = AT_ONCE  # symptom kinds credible as soon as seen
+    loud_rules: frozenset[str] = frozenset()  # rules whose symptoms are credible at once (rule `at_once`)
     corroborated: frozenset[str] = CORROBORATED  # causes that independent witnesses make credible at once
     witnesses: int = 2  # ... this many (rule, entity) reports overlapping in time
     join_gap_s: float = 2.0  # stretches closer than this are one (symptoms of one condition, polled apart)
@@ -91,6 +98,9 @@ class Persistence:
             return None
         if any(s.kind in self.at_once for s in direct):
             return min(s.start for s in direct)
+        shared = cause == "congestion" and shared_link(ctx.topology, entity.id) is not None
+        if not shared and any(s.rule in self.loud_rules for s in direct):
+            return min(s.start for s in direct)
         if cause == "device_down":
             return self._switch_down(entity.id, direct, ctx)
         stretches = self.stretches(direct)
@@ -99,7 +109,7 @@ class Persistence:
             if not all(ctx.topology.is_switch(device_of(x)) for x in ends):
                 return self._host_link_down(ends, direct, ctx)
             need = self.fabric_link_down_s
-        elif cause == "congestion" and shared_link(ctx.topology, entity.id) is not None:
+        elif shared:
             need = self.shared_congestion_s  # whose traffic is it? the senders' load comes on the same clocks
         else:
             need = self.sustained_s.get(cause, 10.0)
