@@ -35,7 +35,7 @@ SPREADING = ("congestion", "pfc_storm")  # causes whose effects travel hop by ho
 class CorrelationConfig:
     window_s: float = 30.0  # a symptom joins an incident active this recently
     hops: int = 2  # ... whose symptoms are this close in the device graph
-    settle_s: float = 2.0  # wait this long for related symptoms before publishing
+    settle_s: float = 1.0  # wait this long for related symptoms before publishing (2 s bought nothing on the tune split)
     resolve_after_s: float = 60.0  # quiet time after which an incident resolves
     min_score: float = 0.15  # publish only when the leading cause scores at least this
     surge_fraction: float = 0.5  # share of a job's hosts saturating that makes a job surge
@@ -93,6 +93,8 @@ class Correlator:
         """A symptom started or ended (the same key again means an update)."""
         s = dataclasses.replace(symptom, metrics=dict(symptom.metrics))
         if s.family == ADMIN_DOWN_FAMILY:  # an operator's doing: marks incidents, joins none
+            if (s.end is None) != (s.entity.id in self.admin_down):
+                self._recheck(s.entity.id)  # a candidate on that link is judged again (engine/credible.py)
             if s.end is None:
                 self.admin_down[s.entity.id] = s
             else:
@@ -197,7 +199,16 @@ class Correlator:
         return False
 
     def _context(self) -> Context:
-        return Context(self.topology, tuple(self.jobs.running(self.watermark)) if self.watermark > 0 else ())
+        return Context(self.topology, tuple(self.jobs.running(self.watermark)) if self.watermark > 0 else (),
+                       frozenset(self.admin_down))
+
+    def _recheck(self, interface: str) -> None:
+        """An interface went admin-down or came back: the candidates with a symptom on it
+        or on its peer are ranked and judged again at the next advance."""
+        ids = {interface, self.topology.peer(interface)}
+        for inc in self.open.values():
+            if not inc.published and any(x.entity.id in ids for x in inc.symptoms.values()):
+                inc.dirty = True
 
     # --- time ------------------------------------------------------------------------
     def advance(self, watermark: float) -> None:

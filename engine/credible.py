@@ -23,13 +23,34 @@ joined. Per cause:
 - **at once**: symptoms that are already a repetition or a hardware verdict make the
   cause credible as soon as they are seen: a link whose carrier transitions repeat
   (`link_flap`), a NIC's or switch's pause-storm watchdog.
+- **loud**: a rule may say its symptom is loud evidence (`at_once: true`: a NIC sending
+  pause a quarter of every second, I/O latency ten times a healthy target's: orders of
+  magnitude above the few pause frames and the modest scrubbing of section 8); the cause
+  it points at is credible as soon as it is raised, the rule's own `for_s` being the
+  wait, so the verdict holds at every interval. Not for congestion on a switch-to-switch
+  link, which waits for attribution whatever its loss.
+- **corroborated**: independent witnesses of one cause at the same time make it credible
+  at once: `witnesses` reports from different rules or different devices, overlapping in
+  time (a bad optic's lost frames seen at both ends of the link; a NIC dropping for want
+  of buffer while its PCIe stalls; a burst's queue drops, port discards and WJH drop
+  events on one port). Every benign case of section 8 is one counter on one device (a
+  stray CRC, an out-of-buffer blip, one tail drop or WJH event); each witness has already
+  passed its rule's own persistence (hits, `for_s`). Not for the causes whose benign
+  look-alikes are many witnesses by nature: a link bounce is seen down from both ends, a
+  job's surge and its hosts' saturation are one measurement, congestion on a shared link
+  waits for attribution, storage latency is one witness.
 - `device_down` needs the switch's links seen down by their far ends, on half of its
   links and at least two (a dead switch takes all its links down; two hosts rebooting
   under one leaf take two): a switch whose telemetry stops while its peers see their links up is a collector
   gap, and one that reports its own ports down is alive. `link_flap`
   without repeated transitions is a link that went down once (a reboot, a driver reload,
-  maintenance): credible only for a switch-to-switch link that stays down
-  `fabric_link_down_s` (capacity lost).
+  maintenance): credible for a switch-to-switch link that stays down
+  `fabric_link_down_s` (capacity lost), and for a host link whose host keeps reporting
+  it down for `host_link_down_s` while the switch's port reports itself oper-down as long,
+  neither end admin-down (`Context.admin_down`): a dead cable or
+  optic. A reboot silences the host's report, a driver reload or a bounce is over in
+  seconds, and a port an operator took down reports admin-down, never oper-down
+  (`port_oper_down` excludes it), though the host sees its link go down all the same.
 """
 from __future__ import annotations
 
@@ -41,6 +62,7 @@ from engine.types import Entity, Symptom, device_of
 
 REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
 AT_ONCE = frozenset({"link_flap", "pause_storm_event", "pfcwd_storm"})
+CORROBORATED = frozenset({"link_degraded", "nic_degraded", "microburst"})
 
 
 def _default_sustained() -> dict[str, float]:
@@ -54,8 +76,12 @@ class Persistence:
     repeats: int = 3  # separate stretches of evidence that make a repeating cause credible
     repeating: frozenset[str] = REPEATING
     at_once: frozenset[str] = AT_ONCE  # symptom kinds credible as soon as seen
+    loud_rules: frozenset[str] = frozenset()  # rules whose symptoms are credible at once (rule `at_once`)
+    corroborated: frozenset[str] = CORROBORATED  # causes that independent witnesses make credible at once
+    witnesses: int = 2  # ... this many (rule, entity) reports overlapping in time
     join_gap_s: float = 2.0  # stretches closer than this are one (symptoms of one condition, polled apart)
     fabric_link_down_s: float = 30.0
+    host_link_down_s: float = 30.0  # a host link its host reports down this long (and its switch port too)
     shared_congestion_s: float = 20.0  # congestion on a switch-to-switch link waits for attribution
     switch_links_down: int = 2  # a switch is down when at least this many of its links ...
     switch_links_share: float = 0.5  # ... and this share of them are seen down by their far ends
@@ -72,18 +98,25 @@ class Persistence:
             return None
         if any(s.kind in self.at_once for s in direct):
             return min(s.start for s in direct)
+        shared = cause == "congestion" and shared_link(ctx.topology, entity.id) is not None
+        if not shared and any(s.rule in self.loud_rules for s in direct):
+            return min(s.start for s in direct)
         if cause == "device_down":
             return self._switch_down(entity.id, direct, ctx)
         stretches = self.stretches(direct)
         if cause == "link_flap":
             ends = ctx.topology.link_ends(entity.id)
             if not all(ctx.topology.is_switch(device_of(x)) for x in ends):
-                return None
+                return self._host_link_down(ends, direct, ctx)
             need = self.fabric_link_down_s
-        elif cause == "congestion" and shared_link(ctx.topology, entity.id) is not None:
+        elif shared:
             need = self.shared_congestion_s  # whose traffic is it? the senders' load comes on the same clocks
         else:
             need = self.sustained_s.get(cause, 10.0)
+            if cause in self.corroborated:
+                seen = self._corroborated(direct)
+                if seen is not None:
+                    return seen
         long = [a for a, b in stretches if b - a >= need]
         if long:
             return long[0]
@@ -94,6 +127,8 @@ class Persistence:
     def stretches(self, symptoms: list[Symptom]) -> list[tuple[float, float]]:
         """The symptoms' spans (first to last sign), overlapping or near ones joined."""
         spans = sorted((s.start, s.end if s.end is not None else s.last) for s in symptoms)
+        if not spans:
+            return []
         out = [list(spans[0])]
         for a, b in spans[1:]:
             if a <= out[-1][1] + self.join_gap_s:
@@ -101,6 +136,38 @@ class Persistence:
             else:
                 out.append([a, b])
         return [(a, b) for a, b in out]
+
+    def _corroborated(self, direct: list[Symptom]) -> float | None:
+        """The first start of `witnesses` independent reports (rule, entity) that were
+        seen at the same time, or None."""
+        spans = sorted((s.start, s.end if s.end is not None else s.last, (s.rule, s.entity.id)) for s in direct)
+        for i, (t, _, _) in enumerate(spans):
+            live = {w for a, b, w in spans[:i + 1] if b + self.join_gap_s >= t}
+            if len(live) >= self.witnesses:
+                return min(a for a, b, w in spans[:i + 1] if b + self.join_gap_s >= t)
+        return None
+
+    def _host_link_down(self, ends: tuple[str, ...], direct: list[Symptom], ctx: Context) -> float | None:
+        """A host link that stays down (a dead cable): when its host's own report of it
+        down began, or None. See the module's docstring."""
+        if ctx.admin_down.intersection(ends) or len(ends) != 2:
+            return None
+        topo = ctx.topology
+        port = next((x for x in ends if topo.is_switch(device_of(x))), None)
+        nic = next((x for x in ends if x != port), None)
+        if port is None or nic is None:
+            return None
+        need = self.host_link_down_s
+        reported = [s for s in direct if s.entity.id == nic and s.device == device_of(nic)]
+        host = [a for a, b in self.stretches(reported) if b - a >= need]
+        if not host:
+            return None
+        # The port must say so itself: a silent switch may be a collector gap over a port
+        # taken down, whose admin-down report then stops too (seen on the tune split).
+        down = [s for s in direct if s.entity.id == port and s.device == device_of(port)]
+        if any(b - a >= need for a, b in self.stretches(down)):
+            return host[0]
+        return None
 
     def _switch_down(self, switch: str, direct: list[Symptom], ctx: Context) -> float | None:
         # A dead switch reports nothing: its links count when their far ends see them down.

@@ -358,8 +358,12 @@ class CorrelateStage:
         def opens(rule: str) -> bool:
             return rules.opens_incident(rule) if opens_incident is None or rule in rules.opening else opens_incident(rule)
 
+        corr = config.correlation
+        if rules.loud:  # the rules' loud evidence is credible at once (engine/credible.py)
+            loud = corr.persistence.loud_rules | rules.loud
+            corr = dataclasses.replace(corr, persistence=dataclasses.replace(corr.persistence, loud_rules=loud))
         self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
-                                     config=config.correlation, maintenance=maintenance, cabling=Cabling(miswired))
+                                     config=corr, maintenance=maintenance, cabling=Cabling(miswired))
         self.sources = frozenset(sources)
         self._pending: list[StageEvent] = []
         self._ticks: dict[str, float] = {}  # source -> its latest tick

@@ -21,10 +21,12 @@ MAX_CAUSES = 5
 
 @dataclass(frozen=True)
 class Context:
-    """What the physics needs beside the symptoms: the graph and the running jobs."""
+    """What the physics needs beside the symptoms: the graph, the running jobs and the
+    interfaces an operator has taken down (admin-down: maintenance, not a fault)."""
 
     topology: Topology
     jobs: tuple[Job, ...] = ()
+    admin_down: frozenset[str] = frozenset()
 
     def dist(self, a: str, b: str) -> int | None:
         return self.topology.distance(a, b)

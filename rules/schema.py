@@ -87,6 +87,9 @@ class Rule:
     clear_s: float = 5.0
     severity: float = 0.5
     opens_incident: bool = True
+    # Loud evidence: the cause its symptom points at is credible as soon as it is raised
+    # (engine/credible.py), the rule's own persistence (hits, for_s) being the wait.
+    at_once: bool = False
     for_s: float = 0.0  # the condition must hold this long (event seconds), whatever the interval
     clear_samples: float = 3.0  # ... and the symptom lasts at least this many intervals past its last hit
     entity_kind: str = "interface"
@@ -137,6 +140,7 @@ class RuleSet:
     silence: tuple[SilenceRule, ...] = ()
     by_measurement: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
     opening: dict[str, bool] = field(default_factory=dict)  # rule id -> may open an incident
+    loud: frozenset[str] = frozenset()  # ids of the rules whose symptoms are credible at once (`at_once`)
 
     @classmethod
     def of(cls, rules: list[Rule], silence: list[SilenceRule]) -> "RuleSet":
@@ -144,7 +148,8 @@ class RuleSet:
         for r in rules:
             by.setdefault(r.measurement, []).append(r)
         opening = {r.id: r.opens_incident for r in (*rules, *silence)}
-        return cls(tuple(rules), tuple(silence), {k: tuple(v) for k, v in by.items()}, opening)
+        return cls(tuple(rules), tuple(silence), {k: tuple(v) for k, v in by.items()}, opening,
+                   frozenset(r.id for r in rules if r.at_once))
 
     def features_needed(self, measurement: str) -> frozenset[str]:
         out: set[str] = set()

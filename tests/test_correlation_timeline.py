@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from engine.attribution import dominant_jobs, host_load
-from engine.correlate import Correlator
+from engine.correlate import CorrelationConfig, Correlator
 from engine.credible import Persistence
 from engine.jobs import JobBook
 from engine.rank import Context
@@ -73,13 +73,14 @@ def episode(rule: str, entity: str, start: float, end: float | None, *, metrics:
     return out
 
 
-def run(events: list[tuple[float, Symptom]], *, until: float, jobs: list[Job] = ()) -> tuple[Correlator, dict]:
+def run(events: list[tuple[float, Symptom]], *, until: float, jobs: list[Job] = (),
+        config: CorrelationConfig = CorrelationConfig()) -> tuple[Correlator, dict]:
     """Feed the events in time order, advancing the watermark each second; the latest
     version of each published incident, by id."""
     book = JobBook()
     for j in jobs:
         book.update(j)
-    c = Correlator(topology=TOPO, jobs=book, opens_incident=RULES.opens_incident)
+    c = Correlator(topology=TOPO, jobs=book, opens_incident=RULES.opens_incident, config=config)
     events = sorted(events, key=lambda e: (e[0], e[1].key, e[1].end is not None))
     latest: dict[str, dict] = {}
     i = 0

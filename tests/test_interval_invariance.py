@@ -123,3 +123,33 @@ def test_needed_samples_and_clear_time_follow_the_interval():
     old = Rule(id="o", symptom="s", family="f", measurement="switch_port", hits=3, within_s=5.0)
     assert needed(old, 1) == needed(old, 30) == 3  # a rule without for_s counts samples only
     assert all(needed(rule, i) - 2 >= math.ceil(10.0 / i) for i in (1, 2, 5, 10, 30))
+
+
+def nic_timeline(interval: float, episode: tuple[float, float], *, phase: float = 0.0,
+                 length: float = 400.0, share: float = 0.6) -> list[str]:
+    """A NIC sending pause `share` of every second during the episode (loud evidence:
+    rule nic_pfc_tx_loud, > 25 % for_s 3, beside nic_pfc_tx, > 10 % for_s 10); its
+    duration counter read as the exact integral, diluted over a long interval."""
+    a, d = episode
+    lines = []
+    for k in range(int(length // interval) + 1):
+        t = phase + k * interval
+        paused = int(round(1e6 * share * max(0.0, min(t, a + d) - a)))
+        lines.append(json.dumps({"name": "nic_port", "tags": {"host": "gpu01", "interface": "eth0"},
+                                 "fields": {"tx_prio3_pause_duration": paused},
+                                 "timestamp": int(round((T0 + t) * 1000))}))
+    return lines
+
+
+def test_loud_pause_is_one_loud_symptom_at_every_interval_and_a_loud_burst_none():
+    """The loud tier's verdict (credible at once in correlation) is as interval-free as
+    the rule beside it: its for_s counts in samples of the series' own interval."""
+    loud = {("nic_pfc_tx_loud", "gpu01:eth0"), ("nic_pfc_tx", "gpu01:eth0")}
+    # 50 s of pause in the sustained-pause level rule's 60 s median is at its edge: a
+    # sample interval decides it (2 samples at 30 s), so this test, of the loud tier, leaves it out
+    sustained = ("nic_pfc_tx_sustained", "gpu01:eth0")
+    for interval in INTERVALS:
+        assert set(verdict(nic_timeline(interval, (100.0, 150.0)))) - {sustained} == loud, interval
+        for d in (1.0, 2.0, 3.0):
+            for a in (100.0 - d / 2, 100.0 - 0.1, 100.3):
+                assert verdict(nic_timeline(interval, (a, d))) == [], (interval, d, a)
