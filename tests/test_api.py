@@ -58,7 +58,7 @@ def make_incident(
             {"rank": 2, "cause": "congestion", "entity": {"kind": "interface", "id": "leaf09:swp1"},
              "score": 0.41, "evidence": []},
         ],
-        "affected_jobs": [{"job_id": j, "tenant": t, "impact": f"crosses {entity}"} for j, t in jobs],
+        "affected_jobs": [{"job_id": j, "tenant": t, "impact": f"crosses {entity}", "hosts": []} for j, t in jobs],
         "symptoms": [
             {"key": f"k{n}", "kind": "pfc_pause_tx", "family": "pfc",
              "entity": {"kind": "interface", "id": entity}, "device": entity.split(":")[0],
