@@ -30,7 +30,8 @@ def run_demo(*, out: Path, port: int, serve: bool, seed: int, cli: Callable[[lis
     if not serve:
         return 0
     base = f"http://127.0.0.1:{port}"
-    print(f"\nServing the console and the API on {base} (Ctrl-C to stop). Try:\n"
+    print(f"\nServing the console and the API on {base} with --auth none: no token is asked, anyone who reaches\n"
+          f"the port sees everything (fabric-rca serve asks for tokens by default). Ctrl-C stops. Try:\n"
           f"  open {base}/console/ in a browser: the incidents (live), each one's causes and topology, the fabric\n"
           f"  curl -s {base}/incidents | python3 -m json.tool\n"
           f"  curl -sN {base}/incidents/stream   (incident changes as they happen)\n"
@@ -39,5 +40,5 @@ def run_demo(*, out: Path, port: int, serve: bool, seed: int, cli: Callable[[lis
           f"  open {base}/docs for the OpenAPI reference\n", flush=True)
     from api.server import serve as serve_api
     from api.store.db import resolve_db_url
-    serve_api(db_url=resolve_db_url(str(db), {}), port=port)
+    serve_api(db_url=resolve_db_url(str(db), {}), port=port, auth="none")
     return 0

@@ -6,7 +6,9 @@ store holding the incidents of a replayed pfc_storm scenario, SQLite and Postgre
 of its OpenAPI schema gets schema-conforming (positive) and schema-violating (negative)
 requests, a bounded number of each; every answer must be a non-5xx that the schema
 documents (status, content type, body, headers), and what violates the schema must be
-refused with a 4xx.
+refused with a 4xx. The server asks for tokens (`--auth tokens`, the default) and every
+request carries an admin token, so every route is reached past its refusals (which
+tests/test_auth.py checks).
 """
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from api.auth import add_token
 from api.server import running_server
+from api.store.db import create_schema, make_engine
 from cli.main import main
 
 pytestmark = pytest.mark.slow
@@ -41,13 +45,25 @@ CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def served(scenario_dir, module_db_url) -> str:
+def admin_headers(module_db_url) -> dict[str, str]:
+    from sqlmodel import Session
+
+    engine = make_engine(module_db_url)
+    create_schema(engine)
+    with Session(engine) as session:
+        _, token = add_token(session, role="admin", name="fuzz")
+    engine.dispose()
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def served(scenario_dir, module_db_url, admin_headers) -> str:
     folder = scenario_dir("pfc_storm")
     code = main(["replay", str(folder / "telemetry.jsonl.gz"), "--topology", str(folder / "topology.dot"),
                  "--jobs", str(folder / "jobs.jsonl"), "--db", module_db_url, "--quiet"])
     assert code == 0
     with running_server(db_url=module_db_url) as base_url:
-        assert httpx.get(f"{base_url}/incidents").json(), "the replay stored no incident to serve"
+        assert httpx.get(f"{base_url}/incidents", headers=admin_headers).json(), "the replay stored no incident"
         yield base_url
 
 
@@ -75,6 +91,10 @@ OPERATIONS = [
     ("GET", "/incidents/{incident_id}/feedback"),
     ("GET", "/feedback/precision"),
     ("GET", "/metrics"),
+    ("POST", "/tokens"),
+    ("GET", "/tokens"),
+    ("DELETE", "/tokens/{token_id}"),
+    ("GET", "/whoami"),
 ]
 # An endless event stream: a valid request never ends, so it is not fuzzed here;
 # tests/test_stream.py checks its events and its 422s.
@@ -88,7 +108,7 @@ def test_every_operation_is_fuzzed(api_schema):
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=str)
 @pytest.mark.parametrize(("method", "path"), OPERATIONS, ids=[f"{m} {p}" for m, p in OPERATIONS])
-def test_no_request_gets_a_5xx_or_an_answer_off_the_schema(api_schema, method, path, mode):
+def test_no_request_gets_a_5xx_or_an_answer_off_the_schema(api_schema, admin_headers, method, path, mode):
     operation = api_schema[path][method]
     if mode is GenerationMode.NEGATIVE and not list(operation.iter_parameters()) and not operation.body:
         pytest.skip(f"{method} {path} takes no parameter nor body: no request can violate its schema")
@@ -98,6 +118,6 @@ def test_no_request_gets_a_5xx_or_an_answer_off_the_schema(api_schema, method, p
     @settings(max_examples=MAX_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
               database=None, phases=[Phase.explicit, Phase.generate])
     def fuzz(case) -> None:
-        case.call_and_validate(checks=CHECKS)
+        case.call_and_validate(checks=CHECKS, headers=admin_headers)
 
     fuzz()

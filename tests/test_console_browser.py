@@ -66,7 +66,7 @@ class Console:
 
     def __init__(self, db: Path, tmp: Path):
         self.port = free_port()
-        self.server = WorkerProcess("serve", ["serve", "--db", str(db), "--port", str(self.port)], port=self.port,
+        self.server = WorkerProcess("serve", ["serve", "--db", str(db), "--port", str(self.port), "--auth", "none"], port=self.port,
                                     log_path=tmp / f"serve-{self.port}.log")
         self.server.wait_healthy(timeout=60)
         self.base = self.server.base
