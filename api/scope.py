@@ -37,7 +37,8 @@ class Fabric:
     @classmethod
     def of(cls, document: dict | None) -> Fabric:
         devices = (document or {}).get("devices") or []
-        return cls(frozenset(str(d["id"]) for d in devices if str(d.get("role") or "") in SHARED_ROLES))
+        return cls(frozenset(str(d.get("id")) for d in devices
+                             if isinstance(d, dict) and d.get("id") and str(d.get("role") or "") in SHARED_ROLES))
 
 
 def devices_of(entity_id: str, kind: str = "") -> list[str]:
@@ -74,9 +75,9 @@ def scope_incident(incident: dict, *, tenant: str, fabric: Fabric) -> dict | Non
 def scope_topology(document: dict, *, visible_hosts: Iterable[str]) -> dict:
     """`document` without the devices that are neither fabric nor in `visible_hosts`, nor their links."""
     keep = Fabric.of(document).shared | set(visible_hosts)
-    devices = [d for d in document.get("devices") or [] if str(d["id"]) in keep]
+    devices = [d for d in document.get("devices") or [] if isinstance(d, dict) and str(d.get("id")) in keep]
     links = [k for k in document.get("links") or []
-             if all(end in keep for end in devices_of(str(k["a"])) + devices_of(str(k["b"])))]
+             if isinstance(k, dict) and all(end in keep for end in devices_of(str(k.get("a"))) + devices_of(str(k.get("b"))))]
     return {**document, "devices": devices, "links": links}
 
 

@@ -89,7 +89,8 @@ async def incident_stream(
     start = resume if resume is not None else after
     if start is None:
         start = await run_in_threadpool(_latest, store)
-    shared = await run_in_threadpool(_fabric, store, request.app.state.topology)
+    shared = scope.Fabric() if principal.sees_everything else await run_in_threadpool(
+        _fabric, store, request.app.state.topology)
     reader = _Reader(store, principal, shared, filters)
     settings: StreamSettings = request.app.state.stream
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
