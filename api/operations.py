@@ -35,7 +35,11 @@ def include_operations(app: FastAPI) -> None:
     app.include_router(tokens_router)
 
 
-@metrics_router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics", responses=AUTH,
+_JSON_ERROR = {"application/json": {"schema": {"type": "object", "properties": {"detail": {}}, "required": ["detail"]}}}
+
+
+@metrics_router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics",
+                    responses={code: {"description": r["description"], "content": _JSON_ERROR} for code, r in AUTH.items()},
                     description="Field precision per cause from operator feedback, feedback counts, and the "
                                 "notifier's delivery counters (when the server notifies).")
 def metrics(request: Request, _principal: OperatorDep) -> PlainTextResponse:

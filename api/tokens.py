@@ -46,6 +46,7 @@ class WhoamiPublic(BaseModel):
 
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorPublic, "description": "the body is not JSON"},
     422: {"model": ErrorPublic, "description": "a field is wrong (named in the detail)"},
     503: {"model": ErrorPublic, "description": "the database is not usable"},
     **AUTH,

@@ -14,7 +14,9 @@ export async function renderIncident(view, id) {
   const inc = await getJson(`incidents/${encodeURIComponent(id)}`);
   await draw(page, inc);
   const top = topCause(inc);
-  return follow(top ? { entity: top.entity.id } : {}, {
+  // (a name a tenant's view hides, `(hidden)`, matches no filter: follow every change then)
+  const filters = top && !top.entity.id.includes("(hidden)") ? { entity: top.entity.id } : {};
+  return follow(filters, {
     state: setLive,
     incident: (changed) => { if (changed.id === inc.id) draw(page, changed); },
   });
