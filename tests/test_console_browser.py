@@ -308,6 +308,7 @@ def test_the_console_asks_for_a_token_and_a_tenant_sees_only_its_own(chromium, r
     browser.wait_until(lambda: chromium.find_elements("css selector", "#incident-topology svg g[data-device]"),
                        timeout=WAIT, what="the incident's topology")
     assert [m for m in ACME_MARKS if m in chromium.page_source] == []
+    assert "null" not in chromium.find_element("id", "view").text.split()
     assert chromium.execute_script("return sessionStorage.getItem('fabric-rca-token')") == globex
     no_errors(chromium)
     shot(chromium, "tenant-incident")
@@ -369,3 +370,4 @@ def test_maintenance_marks_and_windows_and_field_precision_are_shown(chromium, d
     chromium.get(f"{console.base}/console/#/incident/{incidents['storage_slow']['id']}")
     browser.wait_until(lambda: "firmware" in chromium.find_element("id", "maintenance").text, timeout=WAIT,
                        what="the maintenance mark on the incident page")
+    assert "null" not in chromium.find_element("id", "view").text.split()

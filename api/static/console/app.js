@@ -82,7 +82,7 @@ function signIn(reason) {
   });
   document.getElementById("view").replaceChildren(h("h1", {}, "Sign in"),
     h("p", {}, "This server asks for a token (", h("code", {}, "fabric-rca tokens add"), "). It is kept for this tab only."),
-    reason ? h("p", { class: "error", id: "sign-in-error" }, reason) : null, form);
+    ...(reason ? [h("p", { class: "error", id: "sign-in-error" }, reason)] : []), form);
   input.focus();
 }
 

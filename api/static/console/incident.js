@@ -38,8 +38,9 @@ async function draw(page, inc) {
       `opened ${shortTime(inc.opened_at)} · detected ${shortTime(inc.detected_at)} · `,
       inc.resolved_at ? `resolved ${shortTime(inc.resolved_at)}` : "still open", " (UTC) · ",
       h("code", {}, inc.id)),
-    inc.maintenance ? h("p", { class: "maintenance", id: "maintenance" }, h("span", { class: "badge maint" }, "maintenance"),
-      ` ${inc.maintenance_reason || ""}: kept, not notified. `, h("a", { href: "#/maintenance" }, "windows")) : null,
+    ...(inc.maintenance ? [h("p", { class: "maintenance", id: "maintenance" }, h("span", { class: "badge maint" },
+      "maintenance"), ` ${inc.maintenance_reason || ""}: kept, not notified. `, h("a", { href: "#/maintenance" }, "windows"))]
+      : []), // (replaceChildren would write a null as text)
     h("div", { class: "columns" },
       h("section", {}, h("h2", {}, "Root causes"), causes(inc)),
       h("section", {}, h("h2", {}, "Affected jobs"), jobs(inc))),
