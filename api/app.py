@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 
 from api import console
+from api.auth import AUTH_MODES
 from api.operations import include_operations, new_watcher
 from api.routes import SessionDep, Store, db_reason, get_session, router
 from api.store.db import StoreError, make_engine
@@ -31,15 +32,23 @@ milliseconds. The shape is contract section 6. Causes are contract section 5's, 
 the engine's extension causes beyond that list: `link_miswired` (entity: the declared
 link), opened when the engine is given the devices' LLDP neighbours (`--lldp`) and a
 declared link's ends are seen cabled elsewhere; its evidence holds both topologies' view.
+
+Every route but `/healthz` needs `Authorization: Bearer <token>` (a token of
+`fabric-rca tokens add`) unless the server runs with `--auth none`. A tenant token sees
+only the incidents that affect its jobs, and in them only its own jobs and hosts.
 """
 
 
-def create_app(*, db_url: str, topology: dict | None = None, notify=None) -> FastAPI:
+def create_app(*, db_url: str, topology: dict | None = None, notify=None, auth: str = "tokens") -> FastAPI:
     """An app serving the store at `db_url`; `topology`, if given, is what `/topology` serves;
     `notify` (`notify.NotifySettings`), if given, notifies what the store holds while the app runs.
+    `auth`: `tokens` (every route but `/healthz` and the console's files needs a bearer token,
+    `api/auth.py`) or `none` (nothing is asked; said out loud by `fabric-rca serve`).
 
     A bad URL raises `StoreError` here; a database that is down answers 503 later.
     """
+    if auth not in AUTH_MODES:
+        raise ValueError(f"auth must be one of {', '.join(AUTH_MODES)}; got {auth!r}")
     engine = make_engine(db_url)
     watcher = new_watcher(engine, notify)
 
@@ -59,6 +68,7 @@ def create_app(*, db_url: str, topology: dict | None = None, notify=None) -> Fas
         lifespan=lifespan,
     )
     app.state.store = Store(engine)
+    app.state.auth = auth
     app.state.topology = topology
     app.state.notifier = watcher.notifier if watcher is not None else None
     console.install(app)  # first: its /incidents/stream is not an incident id

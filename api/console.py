@@ -15,8 +15,9 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from api import console_layout, stream
-from api.routes import _NOT_FOUND, SessionDep, _id, get_incident, topology
+from api import console_layout, scope, stream
+from api.auth import OperatorDep, PrincipalDep
+from api.routes import _NOT_FOUND, SessionDep, _id, get_incident, topology_document
 
 STATIC = Path(__file__).parent / "static" / "console"
 
@@ -34,8 +35,8 @@ def home() -> RedirectResponse:
     responses=_NOT_FOUND,
     summary="The topology laid out as Clos layers (rows) and rails (groups), for drawing",
 )
-def topology_layout(request: Request, session: SessionDep) -> dict:
-    return console_layout.layout(topology(request, session))
+def topology_layout(request: Request, session: SessionDep, _principal: OperatorDep) -> dict:
+    return console_layout.layout(topology_document(request, session))
 
 
 @router.get(
@@ -45,9 +46,14 @@ def topology_layout(request: Request, session: SessionDep) -> dict:
     summary="The part of the topology an incident touches, laid out, with its cause and symptoms marked",
 )
 def incident_topology(
-    incident_id: Annotated[str, _id("an incident id")], request: Request, session: SessionDep
+    incident_id: Annotated[str, _id("an incident id")], request: Request, session: SessionDep, principal: PrincipalDep
 ) -> dict:
-    return console_layout.around(topology(request, session), get_incident(incident_id, session))
+    """A tenant's view leaves out the hosts its jobs do not run on (`api.scope`)."""
+    incident = get_incident(incident_id, request, session, principal)
+    document = topology_document(request, session)
+    if not principal.sees_everything:
+        document = scope.scope_topology(document, visible_hosts=scope.visible_hosts(incident))
+    return console_layout.around(document, incident)
 
 
 def install(app: FastAPI, *, settings: stream.StreamSettings | None = None) -> None:

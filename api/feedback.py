@@ -17,7 +17,8 @@ from fastapi import APIRouter, HTTPException, Path
 from pydantic import BaseModel, Field
 from sqlmodel import Session, col, select
 
-from api.routes import TEXT_PATTERN, SessionDep, Store
+from api.auth import OperatorDep
+from api.routes import AUTH, TEXT_PATTERN, SessionDep, Store
 from api.schemas import CauseName, ErrorPublic
 from api.store import repository
 from api.store.ops_tables import FeedbackRow
@@ -161,13 +162,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorPublic, "description": "no incident with that id"},
     422: {"model": ErrorPublic, "description": "a body field is wrong (named in the detail)"},
     503: {"model": ErrorPublic, "description": "the database is not usable"},
+    **AUTH,
 }
 
 
 @router.post("/incidents/{incident_id}/feedback", status_code=201, response_model=FeedbackPublic, responses=_ERRORS,
              summary="Record an operator's verdict on an incident")
 def post_feedback(incident_id: Annotated[str, Path(min_length=1, pattern=TEXT_PATTERN)], body: FeedbackCreate,
-                  session: SessionDep) -> dict:
+                  session: SessionDep,
+                  _principal: OperatorDep) -> dict:
     try:
         made = add_feedback(session, incident_id=incident_id, **body.model_dump())
     except FeedbackError as exc:
@@ -180,7 +183,8 @@ def post_feedback(incident_id: Annotated[str, Path(min_length=1, pattern=TEXT_PA
 
 @router.get("/incidents/{incident_id}/feedback", response_model=list[FeedbackPublic], responses=_ERRORS,
             summary="The verdicts on an incident, oldest first (the last one counts)")
-def get_feedback(incident_id: Annotated[str, Path(min_length=1, pattern=TEXT_PATTERN)], session: SessionDep) -> list:
+def get_feedback(incident_id: Annotated[str, Path(min_length=1, pattern=TEXT_PATTERN)], session: SessionDep,
+                  _principal: OperatorDep) -> list:
     if repository.get_incident(session, incident_id=incident_id) is None:
         raise HTTPException(status_code=404, detail=f"no incident with id {incident_id!r}")
     return list_feedback(session, incident_id=incident_id)
@@ -188,7 +192,8 @@ def get_feedback(incident_id: Annotated[str, Path(min_length=1, pattern=TEXT_PAT
 
 @router.get("/feedback/precision", response_model=list[PrecisionPublic], responses=_ERRORS,
             summary="Field precision per cause and day, from the latest verdict on each incident")
-def get_precision(session: SessionDep) -> list[dict]:
+def get_precision(session: SessionDep,
+                  _principal: OperatorDep) -> list[dict]:
     return precision_table(latest_verdicts(session))
 
 

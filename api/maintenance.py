@@ -16,7 +16,8 @@ from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from api.routes import TEXT_PATTERN, SessionDep, parse_time
+from api.auth import OperatorDep
+from api.routes import AUTH, TEXT_PATTERN, SessionDep, parse_time
 from api.schemas import ErrorPublic
 from api.store.db import create_schema, make_engine
 from api.store.ops_tables import MaintenanceRow
@@ -100,13 +101,15 @@ def engine_windows(session: Session) -> list[Window]:
 
 _ERRORS: dict[int | str, dict[str, Any]] = {400: {"model": ErrorPublic, "description": "the body is not JSON"},
                                            422: {"model": ErrorPublic, "description": "a parameter is wrong"},
-                                           503: {"model": ErrorPublic, "description": "the database is not usable"}}
+                                           503: {"model": ErrorPublic, "description": "the database is not usable"},
+                                           **AUTH}
 
 
 @router.post("/maintenance", status_code=201, response_model=MaintenancePublic, responses=_ERRORS, summary="Add a maintenance window",
              description="Incidents whose root cause lies on `entity` (or a port or link of that device) and "
                          "that open within [from, until] are kept, marked `maintenance`, and not notified.")
-def post_window(body: MaintenanceCreate, session: SessionDep) -> dict:
+def post_window(body: MaintenanceCreate, session: SessionDep,
+                  _principal: OperatorDep) -> dict:
     starts, ends = parse_body_time("from", body.starts_at), parse_body_time("until", body.ends_at)
     if ends <= starts:
         raise HTTPException(status_code=422, detail=[{"type": "value_error", "loc": ["body", "until"],
@@ -116,14 +119,16 @@ def post_window(body: MaintenanceCreate, session: SessionDep) -> dict:
 
 
 @router.get("/maintenance", response_model=list[MaintenancePublic], responses=_ERRORS, summary="Maintenance windows, earliest first")
-def get_windows(session: SessionDep) -> list[dict]:
+def get_windows(session: SessionDep,
+                  _principal: OperatorDep) -> list[dict]:
     return list_windows(session)
 
 
 @router.delete("/maintenance/{window_id}", status_code=204, summary="Delete a maintenance window",
                responses={404: {"model": ErrorPublic, "description": "no window with that id"}, **_ERRORS})
 def remove_window(window_id: Annotated[int, Path(ge=1, le=2**31 - 1, description="a window id")],
-                  session: SessionDep) -> None:
+                  session: SessionDep,
+                  _principal: OperatorDep) -> None:
     if not delete_window(session, window_id=window_id):
         raise HTTPException(status_code=404, detail=f"no maintenance window with id {window_id}")
 

@@ -14,6 +14,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 
+from api import access, scope
+from api.auth import OperatorDep, Principal, PrincipalDep, optional_principal
 from api.schemas import CAUSE_HELP, CauseName, ErrorPublic, HealthPublic, IncidentPublic, IncidentStatus
 from api.store import repository
 from api.store.db import StoreError, create_schema
@@ -55,8 +57,13 @@ SessionDep = Annotated[Session, Depends(get_session)]
 
 router = APIRouter()
 
-_UNAVAILABLE = {503: {"model": ErrorPublic, "description": "the database is not usable"}}
-_NOT_FOUND = {404: {"model": ErrorPublic, "description": "nothing with that id"}, **_UNAVAILABLE}
+# Every route but /healthz needs a token unless the server runs with --auth none (api/auth.py).
+AUTH: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorPublic, "description": "no bearer token, or one that is unknown, revoked or malformed"},
+    403: {"model": ErrorPublic, "description": "the token's role may not do this"},
+}
+_UNAVAILABLE = {503: {"model": ErrorPublic, "description": "the database is not usable"}, **AUTH}
+_NOT_FOUND = {404: {"model": ErrorPublic, "description": "nothing with that id (or not this tenant's)"}, **_UNAVAILABLE}
 _TIME_HELP = "RFC 3339 time (e.g. 2025-11-29T07:08:10Z) or epoch seconds (e.g. 1764400090)"
 _PAGE_HEADERS = {
     "X-Total-Count": {"description": "incidents matching the filters", "schema": {"type": "integer"}},
@@ -108,17 +115,18 @@ FiltersDep = Annotated[dict[str, Any], Depends(incident_filters)]
     "/healthz",
     response_model=HealthPublic,
     response_model_exclude_none=True,
-    responses={503: {"model": HealthPublic, "description": "the database is not usable"}},
+    responses={503: {"model": HealthPublic, "description": "the database is not usable"}, 401: AUTH[401]},
     summary="Liveness and database check",
+    description="Needs no token (a probe has none); the incident count is given to operators only.",
 )
-def healthz(store: StoreDep) -> Any:
+def healthz(store: StoreDep, principal: Annotated[Principal | None, Depends(optional_principal)]) -> Any:
     try:
         with store.session() as session:
             count = repository.count_incidents(session)
     except (StoreError, SQLAlchemyError) as exc:
         body = {"status": "error", "db": "error", "detail": db_reason(exc)}
         return JSONResponse(status_code=503, content=body)
-    return {"status": "ok", "db": "ok", "incidents": count}
+    return {"status": "ok", "db": "ok", "incidents": count if principal and principal.sees_everything else None}
 
 
 @router.get(
@@ -138,12 +146,13 @@ def list_incidents(
     request: Request,
     response: Response,
     session: SessionDep,
+    principal: PrincipalDep,
     filters: FiltersDep,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET, description="incidents to skip")] = 0,
 ) -> list[dict]:
-    items = repository.list_incidents(session, **filters, limit=limit, offset=offset)
-    total = repository.count_incidents(session, **filters)
+    shared = fabric(request, session, principal)
+    items, total = access.page(session, principal, shared, filters, limit=limit, offset=offset)
     response.headers["X-Total-Count"] = str(total)
     if offset + len(items) < total:
         next_url = request.url.include_query_params(offset=offset + limit, limit=limit)
@@ -157,8 +166,10 @@ def list_incidents(
     responses=_NOT_FOUND,
     summary="One incident",
 )
-def get_incident(incident_id: Annotated[str, _id("an incident id")], session: SessionDep) -> dict:
-    incident = repository.get_incident(session, incident_id=incident_id)
+def get_incident(
+    incident_id: Annotated[str, _id("an incident id")], request: Request, session: SessionDep, principal: PrincipalDep
+) -> dict:
+    incident = access.one(session, principal, fabric(request, session, principal), incident_id)
     if incident is None:
         raise HTTPException(status_code=404, detail=f"no incident with id {incident_id!r}")
     return incident
@@ -170,8 +181,11 @@ def get_incident(incident_id: Annotated[str, _id("an incident id")], session: Se
     responses=_UNAVAILABLE,
     summary="Incidents that affected a job, newest first",
 )
-def job_incidents(job_id: Annotated[str, _id("a job id")], session: SessionDep) -> list[dict]:
-    return repository.job_incidents(session, job_id=job_id)
+def job_incidents(
+    job_id: Annotated[str, _id("a job id")], request: Request, session: SessionDep, principal: PrincipalDep
+) -> list[dict]:
+    filters = {**incident_filters(), "job": job_id}
+    return access.page(session, principal, fabric(request, session, principal), filters, limit=None)[0]
 
 
 @router.get(
@@ -179,8 +193,14 @@ def job_incidents(job_id: Annotated[str, _id("a job id")], session: SessionDep) 
     response_model=dict[str, Any],
     responses=_NOT_FOUND,
     summary="The topology the incidents refer to",
+    description="The whole fabric, every host included: operators only.",
 )
-def topology(request: Request, session: SessionDep) -> dict:
+def topology(request: Request, session: SessionDep, _principal: OperatorDep) -> dict:
+    return topology_document(request, session)
+
+
+def topology_document(request: Request, session: SessionDep) -> dict:
+    """The topology served: the one given to the server, else the stored one; 404 without either."""
     given = request.app.state.topology
     document = given if given is not None else repository.load_topology(session)
     if document is None:
@@ -189,6 +209,14 @@ def topology(request: Request, session: SessionDep) -> dict:
             detail="no topology: none was stored in the database and none was given to the server",
         )
     return document
+
+
+def fabric(request: Request, session: Session, principal: Principal) -> Any:
+    """The shared devices of the served topology, for tenant scoping (`api.access`); an
+    operator's read needs none, and reads no topology."""
+    if principal.sees_everything:
+        return scope.Fabric()
+    return access.fabric(request.app.state.topology, session)
 
 
 def parse_time(name: str, value: str | None) -> datetime | None:

@@ -44,6 +44,7 @@ class AffectedJobPublic(_Public):
     job_id: str
     tenant: str
     impact: str = Field(description="how the root cause touches the job")
+    hosts: list[str] = Field(default_factory=list, description="the hosts the job runs on")
 
 
 class SymptomPublic(_Public):

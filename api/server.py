@@ -27,9 +27,10 @@ def serve(
     topology: dict | None = None,
     log_level: str = "warning",
     notify=None,
+    auth: str = "tokens",
 ) -> None:
     """Serve the API until interrupted (Ctrl-C / SIGTERM)."""
-    app = create_app(db_url=db_url, topology=topology, notify=notify)
+    app = create_app(db_url=db_url, topology=topology, notify=notify, auth=auth)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, **HTTP_OPTIONS)
     _Server(config).run()
 
@@ -49,7 +50,7 @@ class _Server(uvicorn.Server):
 @contextmanager
 def running_server(
     *, db_url: str = "", topology: dict | None = None, timeout: float = 10.0, app: FastAPI | None = None,
-    notify=None,
+    notify=None, auth: str = "tokens",
 ) -> Iterator[str]:
     """A real server on 127.0.0.1 (a free port) in a background thread; yields its base URL.
 
@@ -57,7 +58,7 @@ def running_server(
     listening socket is bound before the server starts, so the port cannot be taken
     in between. Returns once `/healthz` answers; stops the server on exit.
     """
-    app = app or create_app(db_url=db_url, topology=topology, notify=notify)
+    app = app or create_app(db_url=db_url, topology=topology, notify=notify, auth=auth)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

@@ -30,10 +30,11 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
-from api import sse
-from api.routes import FiltersDep, Store, StoreDep, db_reason
+from api import access, scope, sse
+from api.auth import Principal, PrincipalDep
+from api.routes import AUTH, FiltersDep, Store, StoreDep, db_reason
 from api.schemas import ErrorPublic, IncidentPublic
-from api.store import changes, repository
+from api.store import changes
 from api.store.db import StoreError
 
 BATCH = 500  # changes read per poll; a full batch is followed by another read at once
@@ -56,6 +57,7 @@ _STREAM_DOC = {
     },
     422: {"model": ErrorPublic, "description": "a filter, `after` or `Last-Event-ID` is not valid"},
     503: {"model": ErrorPublic, "description": "the database is not usable"},
+    **AUTH,
 }
 
 
@@ -74,6 +76,7 @@ _STREAM_DOC = {
 async def incident_stream(
     request: Request,
     store: StoreDep,
+    principal: PrincipalDep,
     filters: FiltersDep,
     after: Annotated[int | None, Query(ge=0, le=sse.MAX_EVENT_ID, description="start after this change number")] = None,
     last_event_id: Annotated[str | None, Header(description="the last change number seen")] = None,
@@ -86,28 +89,31 @@ async def incident_stream(
     start = resume if resume is not None else after
     if start is None:
         start = await run_in_threadpool(_latest, store)
+    shared = scope.Fabric() if principal.sees_everything else await run_in_threadpool(
+        _fabric, store, request.app.state.topology)
+    reader = _Reader(store, principal, shared, filters)
     settings: StreamSettings = request.app.state.stream
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(_events(store, filters, start, settings), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(_events(reader, start, settings), media_type="text/event-stream", headers=headers)
 
 
-async def _events(store: Store, filters: dict[str, Any], cursor: int, settings: StreamSettings) -> AsyncIterator[str]:
+async def _events(reader: _Reader, cursor: int, settings: StreamSettings) -> AsyncIterator[str]:
     yield sse.retry(settings.retry_ms)
     yield sse.event(json.dumps({"seq": cursor}), name="ready", event_id=cursor)
     quiet_since = time.monotonic()
     while not settings.closing.is_set():
         try:
-            batch = await run_in_threadpool(_changed, store, cursor, filters)
+            read, batch = await run_in_threadpool(reader.changed, cursor)
         except (StoreError, SQLAlchemyError) as exc:
-            batch = []
+            read, batch = 0, []
             yield sse.event(json.dumps({"detail": f"database unavailable: {db_reason(exc)}"}), name="store_error")
         for seq, name, body in batch:
             yield sse.event(json.dumps(body, separators=(",", ":")), name=name, event_id=seq)
-            cursor = seq
+        cursor = max(cursor, read)
         if batch:
             quiet_since = time.monotonic()
-            if len(batch) >= BATCH:
-                continue
+        if read and reader.full:
+            continue  # a whole batch was read: more may be waiting
         elif time.monotonic() - quiet_since >= settings.heartbeat_s:
             yield sse.comment("heartbeat")
             quiet_since = time.monotonic()
@@ -122,18 +128,40 @@ def _latest(store: Store) -> int:
         return changes.latest(session)
 
 
-def _changed(store: Store, cursor: int, filters: dict[str, Any]) -> list[tuple[int, str, dict]]:
-    """(change number, event name, body) of every change after `cursor`."""
+def _fabric(store: Store, topology: dict | None) -> scope.Fabric:
     with store.session() as session:
-        log = changes.after(session, seq=cursor, limit=BATCH)
-        if not log:
-            return []
-        found = repository.incidents_by_id(session, ids=sorted({iid for _, iid in log}), **filters)
-    out = []
-    for seq, iid in log:
-        incident = found.get(iid)
-        if incident is None:
-            out.append((seq, "gone", {"id": iid}))
-        else:
-            out.append((seq, "incident", IncidentPublic.model_validate(incident).model_dump(mode="json")))
-    return out
+        return access.fabric(topology, session)
+
+
+class _Reader:
+    """The changes after a cursor, as the stream's caller may see them.
+
+    A tenant's stream is silent about incidents it cannot see: `gone` goes out only for an
+    incident this stream sent before, or one the tenant sees that left the filters."""
+
+    def __init__(self, store: Store, principal: Principal, shared: scope.Fabric, filters: dict[str, Any]) -> None:
+        self.store, self.principal, self.shared, self.filters = store, principal, shared, filters
+        self.sent: set[str] = set()
+        self.full = False
+
+    def changed(self, cursor: int) -> tuple[int, list[tuple[int, str, dict]]]:
+        """(the last change number read, or 0; (change number, event name, body) of every change
+        after `cursor` the caller may hear of). `full`: the read was a whole batch (more may wait)."""
+        with self.store.session() as session:
+            log = changes.after(session, seq=cursor, limit=BATCH)
+            self.full = len(log) >= BATCH
+            if not log:
+                return 0, []
+            ids = sorted({iid for _, iid in log})
+            found = access.by_id(session, self.principal, self.shared, ids, self.filters)
+            seen = None if self.principal.sees_everything else access.by_id(session, self.principal, self.shared, ids, {})
+        out = []
+        for seq, iid in log:
+            incident = found.get(iid)
+            if incident is not None:
+                self.sent.add(iid)
+                out.append((seq, "incident", IncidentPublic.model_validate(incident).model_dump(mode="json")))
+            elif seen is None or iid in seen or iid in self.sent:
+                self.sent.discard(iid)
+                out.append((seq, "gone", {"id": iid}))
+        return log[-1][0], out

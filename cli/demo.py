@@ -30,14 +30,17 @@ def run_demo(*, out: Path, port: int, serve: bool, seed: int, cli: Callable[[lis
     if not serve:
         return 0
     base = f"http://127.0.0.1:{port}"
-    print(f"\nServing the console and the API on {base} (Ctrl-C to stop). Try:\n"
-          f"  open {base}/console/ in a browser: the incidents (live), each one's causes and topology, the fabric\n"
+    print(f"\nThe console: open {base}/console/ in a browser: the incidents (live), each one's causes,\n"
+          f"evidence and topology, the fabric, maintenance windows and field precision.\n"
+          f"Served with --auth none: no token is asked, anyone who reaches the port sees everything\n"
+          f"(fabric-rca serve asks for tokens by default; docs/operations.md, Tokens). Also try:\n"
           f"  curl -s {base}/incidents | python3 -m json.tool\n"
           f"  curl -sN {base}/incidents/stream   (incident changes as they happen)\n"
           f"  curl -s '{base}/incidents?cause=pfc_storm'\n"
           f"  curl -s {base}/jobs/4242/incidents\n"
-          f"  open {base}/docs for the OpenAPI reference\n", flush=True)
+          f"  open {base}/docs for the OpenAPI reference\n"
+          f"Ctrl-C stops.", flush=True)
     from api.server import serve as serve_api
     from api.store.db import resolve_db_url
-    serve_api(db_url=resolve_db_url(str(db), {}), port=port)
+    serve_api(db_url=resolve_db_url(str(db), {}), port=port, auth="none")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.commands import checks, demo, evaluate, operations, replay, simulate, store, topology, worker
+from cli.commands import checks, demo, evaluate, operations, replay, simulate, store, tokens, topology, worker
 from cli.commands.worker import worker_settings
 from cli.common import EXIT_USAGE, CliError
 
@@ -12,7 +12,7 @@ __all__ = ["CliError", "main", "parser", "worker_settings"]
 
 # In the order `fabric-rca --help` lists them.
 COMMANDS = (replay.add, store.add, simulate.add, evaluate.add, checks.add, topology.add, worker.add, worker.add_topics,
-            operations.add, demo.add)
+            operations.add, tokens.add, demo.add)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -38,7 +38,7 @@ def affected_jobs(
         if check is None:
             raise ValueError(f"affected_jobs: unknown entity kind {entity.kind!r}")
         found = [(job, impact) for job in jobs if (impact := check(entity.id, job, ctx)) is not None]
-    result = [AffectedJob(job_id=job.job_id, tenant=job.tenant, impact=impact) for job, impact in found]
+    result = [AffectedJob(job_id=job.job_id, tenant=job.tenant, impact=impact, hosts=job.hosts) for job, impact in found]
     return sorted(result, key=lambda a: job_sort_key(a.job_id))
 
 

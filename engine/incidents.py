@@ -27,6 +27,13 @@ TITLES = {
 }
 
 
+def incident_title(cause: str | None, entity_id: str, jobs: int) -> str:
+    """The line a person reads first: the top cause on its entity, and the jobs it hurt."""
+    if cause is None:
+        return "Unexplained symptoms"
+    return f"{TITLES[cause].format(e=entity_id)} ({jobs} job{'s' if jobs != 1 else ''} affected)"
+
+
 def incident_id(founding_key: str) -> str:
     return "inc-" + hashlib.sha1(founding_key.encode()).hexdigest()[:16]
 
@@ -79,12 +86,8 @@ class Incident:
         return all(s.end is not None for s in self.symptoms.values())
 
     def title(self) -> str:
-        if not self.root_causes:
-            return "Unexplained symptoms"
-        top = self.root_causes[0]
-        text = TITLES[top.cause].format(e=top.entity.id)
-        n = len(self.affected_jobs)
-        return f"{text} ({n} job{'s' if n != 1 else ''} affected)"
+        top = self.root_causes[0] if self.root_causes else None
+        return incident_title(top.cause if top else None, top.entity.id if top else "", len(self.affected_jobs))
 
     def to_dict(self) -> dict:
         """The contract section 6 JSON."""

@@ -121,6 +121,9 @@ class AffectedJob:
     job_id: str
     tenant: str
     impact: str
+    # Where the job runs: the hosts a tenant's view of the incident may show (api/scope.py).
+    # A copy of the placement, not part of the verdict: equality ignores it.
+    hosts: tuple[str, ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict:
-        return {"job_id": self.job_id, "tenant": self.tenant, "impact": self.impact}
+        return {"job_id": self.job_id, "tenant": self.tenant, "impact": self.impact, "hosts": list(self.hosts)}

@@ -164,11 +164,11 @@ def test_the_api_server_notifies_what_the_store_holds_and_restores_it_after_a_re
     with Session(engine) as session:
         upsert_incidents(session, incidents=[incident("inc-a"), incident("inc-b", cause="congestion")])
     notify = NotifySettings(alertmanager=alertmanager.url, alerts=AlertSettings(fabric="pod2"))
-    with running_server(db_url=db, notify=notify):
+    with running_server(db_url=db, notify=notify, auth="none"):
         _until(lambda: len(alertmanager.alerts()) == 2)
     _until(lambda: {a["labels"]["cause"] for a in alertmanager.groups_alerts()} == {"pfc_storm", "congestion"})
     sent = 'fabric_rca_notifications_sent_total{receiver="alertmanager"}'
-    with running_server(db_url=db, notify=notify) as url:  # a restart: still open, sent again
+    with running_server(db_url=db, notify=notify, auth="none") as url:  # a restart: still open, sent again
         _until(lambda: scrape(url).get(sent) == 2)
         with Session(engine) as session:
             upsert_incidents(session, incidents=[incident("inc-a", status="resolved",

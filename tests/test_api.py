@@ -58,7 +58,7 @@ def make_incident(
             {"rank": 2, "cause": "congestion", "entity": {"kind": "interface", "id": "leaf09:swp1"},
              "score": 0.41, "evidence": []},
         ],
-        "affected_jobs": [{"job_id": j, "tenant": t, "impact": f"crosses {entity}"} for j, t in jobs],
+        "affected_jobs": [{"job_id": j, "tenant": t, "impact": f"crosses {entity}", "hosts": []} for j, t in jobs],
         "symptoms": [
             {"key": f"k{n}", "kind": "pfc_pause_tx", "family": "pfc",
              "entity": {"kind": "interface", "id": entity}, "device": entity.split(":")[0],
@@ -91,7 +91,7 @@ def fill(db_url: str, *, incidents: list[dict], topology: dict | None = None) ->
 @pytest.fixture(scope="module")
 def api(module_db_url: str) -> httpx.Client:
     fill(module_db_url, incidents=INCIDENTS)
-    with running_server(db_url=module_db_url, topology=TOPOLOGY) as base_url:
+    with running_server(db_url=module_db_url, topology=TOPOLOGY, auth="none") as base_url:
         with httpx.Client(base_url=base_url, timeout=5) as client:
             yield client
 
@@ -310,19 +310,19 @@ def test_openapi_states_the_bounds_of_every_parameter(api):
 
 def test_topology_from_the_store_or_404(new_db_url):
     empty = new_db_url()
-    with running_server(db_url=empty) as base_url:
+    with running_server(db_url=empty, auth="none") as base_url:
         response = httpx.get(f"{base_url}/topology")
         assert response.status_code == 404
         assert "no topology" in response.json()["detail"]
         assert httpx.get(f"{base_url}/healthz").json() == {"status": "ok", "db": "ok", "incidents": 0}
     stored = new_db_url()
     fill(stored, incidents=[], topology=TOPOLOGY)
-    with running_server(db_url=stored) as base_url:
+    with running_server(db_url=stored, auth="none") as base_url:
         assert httpx.get(f"{base_url}/topology").json() == TOPOLOGY
 
 
 def test_healthz_503_when_the_database_breaks(db_url: str, request):
-    with running_server(db_url=db_url) as base_url:
+    with running_server(db_url=db_url, auth="none") as base_url:
         engine = make_engine(db_url)  # the server has made the schema by now
         with engine.begin() as connection:
             for table in ("symptom", "root_cause", "affected_job", "incident"):

@@ -6,7 +6,9 @@ store holding the incidents of a replayed pfc_storm scenario, SQLite and Postgre
 of its OpenAPI schema gets schema-conforming (positive) and schema-violating (negative)
 requests, a bounded number of each; every answer must be a non-5xx that the schema
 documents (status, content type, body, headers), and what violates the schema must be
-refused with a 4xx.
+refused with a 4xx. The server asks for tokens (`--auth tokens`, the default) and every
+request carries an admin token, so every route is reached past its refusals (which
+tests/test_auth.py checks).
 """
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from api.auth import add_token
 from api.server import running_server
+from api.store.db import create_schema, make_engine
 from cli.main import main
 
 pytestmark = pytest.mark.slow
@@ -41,20 +45,36 @@ CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def served(scenario_dir, module_db_url) -> str:
+def admin_headers(module_db_url) -> dict[str, str]:
+    from sqlmodel import Session
+
+    engine = make_engine(module_db_url)
+    create_schema(engine)
+    with Session(engine) as session:
+        _, token = add_token(session, role="admin", name="fuzz")
+    engine.dispose()
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def served(scenario_dir, module_db_url, admin_headers) -> str:
     folder = scenario_dir("pfc_storm")
     code = main(["replay", str(folder / "telemetry.jsonl.gz"), "--topology", str(folder / "topology.dot"),
                  "--jobs", str(folder / "jobs.jsonl"), "--db", module_db_url, "--quiet"])
     assert code == 0
     with running_server(db_url=module_db_url) as base_url:
-        assert httpx.get(f"{base_url}/incidents").json(), "the replay stored no incident to serve"
+        assert httpx.get(f"{base_url}/incidents", headers=admin_headers).json(), "the replay stored no incident"
         yield base_url
 
 
 @pytest.fixture(scope="module")
-def api_schema(served: str):
+def api_schema(served: str, admin_headers):
+    from schemathesis.config._auth import AuthConfig
+
     schema = schemathesis.openapi.from_url(f"{served}/openapi.json")
     schema.config.generation.update(deterministic=True)
+    # the bearer scheme's credentials: schemathesis sends them and leaves them out of its mutations
+    schema.config.auth = AuthConfig(openapi={"HTTPBearer": {"bearer": admin_headers["Authorization"][7:]}})
     return schema
 
 
@@ -75,6 +95,10 @@ OPERATIONS = [
     ("GET", "/incidents/{incident_id}/feedback"),
     ("GET", "/feedback/precision"),
     ("GET", "/metrics"),
+    ("POST", "/tokens"),
+    ("GET", "/tokens"),
+    ("DELETE", "/tokens/{token_id}"),
+    ("GET", "/whoami"),
 ]
 # An endless event stream: a valid request never ends, so it is not fuzzed here;
 # tests/test_stream.py checks its events and its 422s.
@@ -84,6 +108,19 @@ STREAMS = {("GET", "/incidents/stream")}
 def test_every_operation_is_fuzzed(api_schema):
     found = {(op.ok().method.upper(), op.ok().path) for op in api_schema.get_all_operations()}
     assert found == set(OPERATIONS) | STREAMS
+
+
+def test_the_fuzz_gets_past_the_token_check(api_schema):
+    """Every case carries the admin token: a fuzz answered 401 throughout would test nothing."""
+    operation = api_schema["/whoami"]["GET"]
+
+    @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+    @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def check(case) -> None:
+        res = case.call()
+        assert res.status_code == 200 and res.json()["role"] == "admin", res.text
+
+    check()
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=str)

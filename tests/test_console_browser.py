@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -64,10 +65,11 @@ def chromium():
 class Console:
     """`fabric-rca serve` over `db`, and a page of it in the browser."""
 
-    def __init__(self, db: Path, tmp: Path):
+    def __init__(self, db: Path, tmp: Path, *, auth: str | None = "none"):
         self.port = free_port()
-        self.server = WorkerProcess("serve", ["serve", "--db", str(db), "--port", str(self.port)], port=self.port,
-                                    log_path=tmp / f"serve-{self.port}.log")
+        flags = ["--auth", auth] if auth else []
+        self.server = WorkerProcess("serve", ["serve", "--db", str(db), "--port", str(self.port), *flags],
+                                    port=self.port, log_path=tmp / f"serve-{self.port}.log")
         self.server.wait_healthy(timeout=60)
         self.base = self.server.base
 
@@ -244,3 +246,128 @@ def test_a_new_incident_written_by_another_process_appears_without_a_reload(chro
     assert len(streamed) == 3  # the two new ones, and the storm's, now resolved
     no_errors(chromium)
     shot(chromium, "list-live")
+
+
+# ----------------------------------------------------------- tokens, maintenance, precision
+
+ACME_MARKS = ["acme", "4242", "alice", *(f"gpu00{i}" for i in range(1, 9))]  # acme's tenant, job, user, hosts
+
+
+def token_of(db: Path, role: str, tenant: str | None = None) -> str:
+    from sqlmodel import Session
+
+    from api.auth import add_token
+    from api.store.db import create_schema, make_engine
+
+    engine = make_engine(f"sqlite:///{db}")
+    create_schema(engine)
+    with Session(engine) as session:
+        _, token = add_token(session, role=role, tenant=tenant)
+    engine.dispose()
+    return token
+
+
+def sign_in(driver, token: str) -> None:
+    field = browser.wait_until(lambda: driver.find_element("id", "token"), timeout=WAIT, what="the sign-in form")
+    field.clear()
+    field.send_keys(token)
+    driver.find_element("css selector", "#sign-in button[type=submit]").click()
+
+
+def signed_in(driver, what: str) -> None:
+    """Signed in: the 401 the page met before (its first `GET /whoami`) is forgotten."""
+    browser.wait_until(lambda: driver.find_elements("id", "sign-out"), timeout=WAIT, what=what)
+    driver.get_log("browser")
+
+
+def test_the_console_asks_for_a_token_and_a_tenant_sees_only_its_own(chromium, replayed, request, tmp_path):
+    db = tmp_path / "tokens.db"
+    with sqlite3.connect(replayed) as src, sqlite3.connect(db) as dst:  # a copy with what the WAL holds too
+        src.backup(dst)
+    globex, admin = token_of(db, "tenant", "globex"), token_of(db, "admin")
+    console = Console(db, tmp_path, auth=None)  # `fabric-rca serve` as it comes: tokens asked
+    request.addfinalizer(console.server.stop)
+    console.open(chromium, "#/")
+    sign_in(chromium, "frca_00000000_" + "x" * 43)
+    browser.wait_until(lambda: "refused" in chromium.find_element("id", "sign-in-error").text, timeout=WAIT,
+                       what="a bad token refused on the page")
+    sign_in(chromium, globex)
+    signed_in(chromium, "signed in with globex's token")
+    browser.wait_until(lambda: texts(chromium, "#incident-rows td.cause") == ["storage_slow"], timeout=WAIT,
+                       what="globex's one incident")
+    browser.wait_until(lambda: "live" in chromium.find_element("id", "live").text, timeout=WAIT,
+                       what="the stream, with the token in its header")
+    assert chromium.find_element("id", "who").text.startswith("tenant globex")
+    assert not chromium.find_element("css selector", "[data-nav=fabric]").is_displayed()
+    assert texts(chromium, "#incident-rows td:nth-child(7)") == ["1"]  # its job only
+    page = chromium.page_source
+    assert [m for m in ACME_MARKS if m in page] == []
+    chromium.find_element("css selector", "#incident-rows td.title a").click()
+    browser.wait_until(lambda: texts(chromium, "#jobs tbody tr td:first-child") == ["4243"], timeout=WAIT,
+                       what="the incident page with globex's job only")
+    browser.wait_until(lambda: chromium.find_elements("css selector", "#incident-topology svg g[data-device]"),
+                       timeout=WAIT, what="the incident's topology")
+    assert [m for m in ACME_MARKS if m in chromium.page_source] == []
+    assert "null" not in chromium.find_element("id", "view").text.split()
+    assert chromium.execute_script("return sessionStorage.getItem('fabric-rca-token')") == globex
+    no_errors(chromium)
+    shot(chromium, "tenant-incident")
+    chromium.find_element("id", "sign-out").click()
+    sign_in(chromium, admin)
+    browser.wait_until(lambda: len(texts(chromium, "#incident-rows tr[data-incident-id]")) == 3, timeout=WAIT,
+                       what="every incident for an admin")
+    assert chromium.find_element("css selector", "[data-nav=fabric]").is_displayed()
+
+
+def test_maintenance_marks_and_windows_and_field_precision_are_shown(chromium, demo, request, tmp_path):
+    folder, truth = demo
+    slow = next(f for f in truth["faults"] if f["cause"] == "storage_slow")
+    db = tmp_path / "ops.db"
+    assert main(["maintenance", "add", "--entity", "stor01", "--from", str(slow["start"] - 60), "--until",
+                 str(slow["end"] + 60), "--note", "firmware", "--db", str(db)]) == 0
+    assert main(replay_args(folder, folder / "telemetry.jsonl.gz", db)) == 0
+    incidents = {i["root_causes"][0]["cause"]: i for i in stored_incidents(db)}
+    assert incidents["storage_slow"]["maintenance"] and not incidents["pfc_storm"]["maintenance"]
+    for cause, verdict in (("pfc_storm", "confirmed"), ("link_degraded", "false_alarm"), ("storage_slow", "confirmed")):
+        assert main(["feedback", "add", incidents[cause]["id"], "--verdict", verdict, "--db", str(db)]) == 0
+    operator = token_of(db, "operator")
+    console = Console(db, tmp_path, auth=None)
+    request.addfinalizer(console.server.stop)
+    console.open(chromium, "#/")
+    sign_in(chromium, operator)
+    signed_in(chromium, "signed in with an operator token")
+    browser.wait_until(lambda: len(texts(chromium, "#incident-rows tr[data-incident-id]")) == 3, timeout=WAIT,
+                       what="the three incidents")
+    marked = chromium.find_elements("css selector", "#incident-rows .badge.maint")
+    assert len(marked) == 1
+    row = chromium.find_element("css selector", f"tr[data-incident-id='{incidents['storage_slow']['id']}']")
+    assert "maintenance" in row.text
+    chromium.find_element("css selector", "[data-nav=maintenance]").click()
+    browser.wait_until(lambda: chromium.find_elements("css selector", "#windows tr[data-window]"), timeout=WAIT,
+                       what="the maintenance windows")
+    assert "stor01" in texts(chromium, "#windows td.entity") and "firmware" in chromium.find_element("id", "windows").text
+    assert texts(chromium, "#in-maintenance td.reason") == [incidents["storage_slow"]["maintenance_reason"]]
+    no_errors(chromium)
+    shot(chromium, "maintenance")
+    for name, value in (("entity", "leaf01"), ("from", "2025-11-30T00:00:00Z"), ("until", "2025-11-30T01:00:00Z"),
+                        ("note", "optics")):
+        chromium.find_element("css selector", f"#add-window input[name={name}]").send_keys(value)
+    chromium.find_element("css selector", "#add-window button[type=submit]").click()  # POST /maintenance
+    browser.wait_until(lambda: texts(chromium, "#windows td.entity") == ["stor01", "leaf01"], timeout=WAIT,
+                       what="the window added from the page")
+    chromium.find_element("css selector", "[data-nav=precision]").click()
+    browser.wait_until(lambda: chromium.find_elements("css selector", "#precision-table tr[data-cause]"), timeout=WAIT,
+                       what="the precision table")
+    shown = {e.get_attribute("data-cause"): e.find_element("css selector", "td.precision").text
+             for e in chromium.find_elements("css selector", "#precision-table tr[data-cause]")}
+    assert shown == {"pfc_storm": "100%", "link_degraded": "0%", "storage_slow": "100%"}
+    plotted = {e.get_attribute("data-cause") for e in chromium.find_elements("css selector", "#precision-plots svg")}
+    assert plotted == set(shown)
+    points = chromium.find_elements("css selector", "svg[data-cause='link_degraded'] circle.precision-point")
+    assert [p.get_attribute("data-precision") for p in points] == ["0"]
+    no_errors(chromium)
+    shot(chromium, "precision")
+    chromium.get(f"{console.base}/console/#/incident/{incidents['storage_slow']['id']}")
+    browser.wait_until(lambda: "firmware" in chromium.find_element("id", "maintenance").text, timeout=WAIT,
+                       what="the maintenance mark on the incident page")
+    assert "null" not in chromium.find_element("id", "view").text.split()

@@ -41,7 +41,7 @@ def test_every_module_and_asset_the_pages_name_is_shipped():
 
 
 def test_the_server_serves_the_console_with_the_right_types(tmp_path):
-    with running_server(db_url=f"sqlite:///{tmp_path / 'rca.db'}") as base:
+    with running_server(db_url=f"sqlite:///{tmp_path / 'rca.db'}", auth="none") as base:
         home = httpx.get(f"{base}/")
         assert home.status_code == 307 and home.headers["location"] == "/console/"
         page = httpx.get(f"{base}/console/")

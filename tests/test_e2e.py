@@ -26,7 +26,7 @@ def test_replay_store_and_serve(scenario_dir, tmp_path, capsys):
     assert _replay(folder, db, tmp_path) == 0
     assert "incidents opened: 1" in capsys.readouterr().out
 
-    with running_server(db_url=resolve_db_url(str(db), {})) as base:
+    with running_server(db_url=resolve_db_url(str(db), {}), auth="none") as base:
         listed = httpx.get(f"{base}/incidents").json()
         assert len(listed) == 1
         inc = listed[0]
@@ -45,7 +45,7 @@ def test_replay_store_and_serve(scenario_dir, tmp_path, capsys):
 
     # Replaying the same telemetry again into the same store creates no duplicate.
     assert _replay(folder, db, tmp_path) == 0
-    with running_server(db_url=resolve_db_url(str(db), {})) as base:
+    with running_server(db_url=resolve_db_url(str(db), {}), auth="none") as base:
         again = httpx.get(f"{base}/incidents").json()
         assert [i["id"] for i in again] == [inc["id"]]
 

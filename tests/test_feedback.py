@@ -39,7 +39,7 @@ def test_precision_counts_the_latest_verdict_per_incident_and_leaves_duplicates_
 
 def test_verdicts_through_the_api_give_precision_per_cause_and_day_and_metrics(db_url):
     _store(db_url, _incidents())
-    with running_server(db_url=db_url) as url:
+    with running_server(db_url=db_url, auth="none") as url:
         def post(iid, **body):
             return httpx.post(f"{url}/incidents/{iid}/feedback", json=body)
 
@@ -78,7 +78,7 @@ def test_verdicts_through_the_api_give_precision_per_cause_and_day_and_metrics(d
 ])
 def test_a_bad_verdict_is_a_422_naming_the_field(module_db_url, body, field, words):
     _store(module_db_url, _incidents())
-    with running_server(db_url=module_db_url) as url:
+    with running_server(db_url=module_db_url, auth="none") as url:
         r = httpx.post(f"{url}/incidents/inc-1/feedback", json=body)
         assert r.status_code == 422, r.text
         detail = r.json()["detail"][0]

@@ -17,7 +17,7 @@ from api.server import running_server
 @pytest.fixture(scope="module")
 def base_url(tmp_path_factory) -> str:
     db = tmp_path_factory.mktemp("limits") / "incidents.db"
-    with running_server(db_url=f"sqlite:///{db}") as url:
+    with running_server(db_url=f"sqlite:///{db}", auth="none") as url:
         yield url
 
 

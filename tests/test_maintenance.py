@@ -127,7 +127,7 @@ def test_replay_reads_the_stored_windows_and_notifies_nothing_in_them(scenario_d
 def test_windows_through_the_api_with_clear_errors_and_restored_on_restart(db_url):
     from api.server import running_server
 
-    with running_server(db_url=db_url) as url:
+    with running_server(db_url=db_url, auth="none") as url:
         made = httpx.post(f"{url}/maintenance", json={"entity": "leaf03", "from": "2025-11-29T07:00:00Z",
                                                       "until": "2025-11-29T09:00:00+01:00", "note": "reboot"})
         assert made.status_code == 201, made.text
@@ -147,7 +147,7 @@ def test_windows_through_the_api_with_clear_errors_and_restored_on_restart(db_ur
             assert words in r.json()["detail"][0]["msg"]
         assert httpx.delete(f"{url}/maintenance/999").json() == {"detail": "no maintenance window with id 999"}
         assert httpx.delete(f"{url}/maintenance/x").status_code == 422
-    with running_server(db_url=db_url) as url:  # a new server on the same store
+    with running_server(db_url=db_url, auth="none") as url:  # a new server on the same store
         assert [w["id"] for w in httpx.get(f"{url}/maintenance").json()] == [window["id"]]
         assert httpx.delete(f"{url}/maintenance/{window['id']}").status_code == 204
         assert httpx.get(f"{url}/maintenance").json() == []

@@ -69,7 +69,7 @@ def make_incident(
             for rank, (c, e) in enumerate(causes, start=1)
         ],
         "affected_jobs": [
-            {"job_id": job, "tenant": tenant, "impact": f"traffic crosses {entity}"}
+            {"job_id": job, "tenant": tenant, "impact": f"traffic crosses {entity}", "hosts": [f"gpu-{job}"]}
             for job, tenant in jobs
         ],
         "symptoms": [

@@ -7,11 +7,9 @@ a slow storage target); the writer in the live test is another process
 from __future__ import annotations
 
 import json
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from api.store.db import create_schema, make_engine
 from api.stream import StreamSettings
 from cli.main import main
 from testkit.ports import free_port
+from testkit.sse import Events
 from testkit.store import stored_incidents
 from testkit.workers import ROOT, WorkerProcess
 
@@ -54,61 +53,8 @@ def demo_incidents(demo, tmp_path_factory) -> list[dict]:
     return incidents
 
 
-class Events:
-    """The events of one open stream, read by a thread into a queue."""
-
-    def __init__(self, url: str, *, headers: dict | None = None, params: dict | None = None):
-        self.queue: queue.Queue = queue.Queue()
-        self.lines: list[str] = []
-        self.status: int | None = None
-        self._client = httpx.Client(timeout=httpx.Timeout(30, read=60))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._read, args=(url, headers, params), daemon=True)
-        self._thread.start()
-
-    def _read(self, url, headers, params) -> None:
-        try:
-            with self._client.stream("GET", url, headers=headers, params=params) as res:
-                self.status = res.status_code
-                fields: dict = {}
-                for line in res.iter_lines():
-                    if self._stop.is_set():
-                        return
-                    self.lines.append(line)
-                    if line == "":
-                        if "data" in fields:
-                            self.queue.put(fields)
-                        fields = {}
-                    elif not line.startswith(":"):
-                        name, _, value = line.partition(": ")
-                        fields[name] = fields[name] + "\n" + value if name in fields else value
-        except httpx.HTTPError as exc:
-            self.queue.put({"event": "client_error", "data": str(exc)})
-
-    def next(self, timeout: float = 30) -> dict:
-        return self.queue.get(timeout=timeout)
-
-    def take(self, n: int, timeout: float = 60) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        return [self.queue.get(timeout=max(0.01, deadline - time.monotonic())) for _ in range(n)]
-
-    def drain(self, *, quiet: float, timeout: float = 60) -> list[dict]:
-        """Every event until none came for `quiet` s."""
-        out, deadline = [], time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                out.append(self.queue.get(timeout=quiet))
-            except queue.Empty:
-                return out
-        raise AssertionError(f"the stream never went quiet for {quiet} s in {timeout} s")
-
-    def close(self) -> None:
-        self._stop.set()
-        self._client.close()
-
-
 def fast_app(db_url: str):
-    app = create_app(db_url=db_url)
+    app = create_app(db_url=db_url, auth="none")
     app.state.stream = StreamSettings(**FAST)
     return app
 
@@ -218,7 +164,7 @@ def test_a_bad_position_or_filter_is_a_422_that_names_it(db_url, headers, params
 def test_the_server_stops_at_once_with_a_stream_open(tmp_path):
     port = free_port()
     db = tmp_path / "rca.db"
-    server = WorkerProcess("serve", ["serve", "--db", str(db), "--port", str(port)], port=port,
+    server = WorkerProcess("serve", ["serve", "--db", str(db), "--port", str(port), "--auth", "none"], port=port,
                            log_path=tmp_path / "serve.log")
     try:
         server.wait_healthy(timeout=60)

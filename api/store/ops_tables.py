@@ -1,4 +1,4 @@
-"""Tables of what operators record: maintenance windows and verdicts on incidents.
+"""Tables of what operators record: maintenance windows, verdicts on incidents, API tokens.
 
 Neither references `incident` by a foreign key: an incident's row is rewritten on every
 upsert, and a verdict must outlive that (and may name an incident the store lost)."""
@@ -44,3 +44,18 @@ class FeedbackRow(SQLModel, table=True):
     note: str = ""
     incident_opened_at: datetime = Field(sa_type=UTCDateTime, index=True)  # for precision by day
     created_at: datetime = Field(sa_type=UTCDateTime, index=True)
+
+
+class TokenRow(SQLModel, table=True):
+    """An API bearer token (api/auth.py): the token is `frca_<id>_<secret>`; only a hash of the
+    whole token is kept, so the store cannot give a token back. Revoked rows stay, for the record."""
+
+    __tablename__ = "api_token"  # type: ignore[assignment]
+
+    id: str = Field(primary_key=True)
+    token_sha256: str  # hex SHA-256 of the whole token, compared in constant time
+    role: str = Field(index=True)  # admin, operator or tenant
+    tenant: str | None = Field(default=None, index=True)  # the tenant of a tenant token
+    name: str = ""
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    revoked_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

@@ -290,6 +290,7 @@ def _job_columns(iid: str, position: int, job: dict) -> dict[str, Any]:
         "job_id": str(_require(job, "job_id", iid)),
         "tenant": _require(job, "tenant", iid),
         "impact": _require(job, "impact", iid),
+        "hosts": [str(h) for h in job.get("hosts") or []],
     }
 
 
@@ -341,7 +342,8 @@ def _incident_dict(
             for rc in causes
         ],
         "affected_jobs": [
-            {"job_id": j.job_id, "tenant": j.tenant, "impact": j.impact} for j in jobs
+            {"job_id": j.job_id, "tenant": j.tenant, "impact": j.impact, "hosts": list(j.hosts or [])}
+            for j in jobs
         ],
         "symptoms": [
             {

@@ -88,6 +88,7 @@ class AffectedJobRow(SQLModel, table=True):
     job_id: str = Field(index=True)
     tenant: str = Field(index=True)
     impact: str
+    hosts: list[str] | None = Field(default=None, sa_column=Column(JSON, nullable=True))  # NULL: stored before hosts were
 
 
 class SymptomRow(SQLModel, table=True):

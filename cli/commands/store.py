@@ -23,6 +23,9 @@ def add(sub) -> None:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--topology", type=Path, help="serve this topology at /topology (default: the one stored by replay)")
+    s.add_argument("--auth", choices=("tokens", "none"), default="tokens",
+                   help="tokens (default): every route but /healthz needs a bearer token of `fabric-rca tokens add`; "
+                        "none: anyone who reaches the port sees and annotates everything")
     add_notify_arguments(s)
     s.set_defaults(fn=run_serve)
 
@@ -61,8 +64,37 @@ def run_serve(args) -> int:
     url = db_url(args)
     notify = notify_settings_from(args, console_default=f"http://{args.host}:{args.port}", topology=args.topology)
     print(f"serving {redacted_url(url)} on http://{args.host}:{args.port} (API docs: /docs)", file=sys.stderr)
+    print(auth_notice(args.auth, url), file=sys.stderr)
     if notify is not None:
         print("notifying " + ", ".join(n for n in (notify.alertmanager and f"Alertmanager {notify.alertmanager}",
                                                   notify.webhook and f"webhook {notify.webhook}") if n), file=sys.stderr)
-    serve(db_url=url, host=args.host, port=args.port, topology=topology, notify=notify)
+    serve(db_url=url, host=args.host, port=args.port, topology=topology, notify=notify, auth=args.auth)
     return 0
+
+
+def auth_notice(auth: str, url: str) -> str:
+    """What the server asks of its callers, said when it starts."""
+    if auth == "none":
+        return "auth: none: no token is asked, anyone who reaches the port sees and annotates every incident"
+    from sqlmodel import Session
+
+    from api.auth import count_tokens
+    from api.store.db import create_schema, make_engine
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from api.store.db import StoreError
+
+    engine = make_engine(url)
+    try:
+        create_schema(engine)
+        with Session(engine) as session:
+            valid = count_tokens(session)
+    except (StoreError, SQLAlchemyError):  # the server starts all the same and answers 503 until the store is back
+        return "auth: tokens: every route but /healthz needs Authorization: Bearer <token> (the store cannot be read now)"
+    finally:
+        engine.dispose()
+    if valid:
+        return f"auth: tokens ({valid} valid): every route but /healthz needs Authorization: Bearer <token>"
+    return ("auth: tokens, and the store holds none yet: every request will be refused; create the first with "
+            "fabric-rca tokens add --role admin --db URL")

@@ -14,7 +14,9 @@ export async function renderIncident(view, id) {
   const inc = await getJson(`incidents/${encodeURIComponent(id)}`);
   await draw(page, inc);
   const top = topCause(inc);
-  return follow(top ? { entity: top.entity.id } : {}, {
+  // (a name a tenant's view hides, `(hidden)`, matches no filter: follow every change then)
+  const filters = top && !top.entity.id.includes("(hidden)") ? { entity: top.entity.id } : {};
+  return follow(filters, {
     state: setLive,
     incident: (changed) => { if (changed.id === inc.id) draw(page, changed); },
   });
@@ -36,6 +38,9 @@ async function draw(page, inc) {
       `opened ${shortTime(inc.opened_at)} · detected ${shortTime(inc.detected_at)} · `,
       inc.resolved_at ? `resolved ${shortTime(inc.resolved_at)}` : "still open", " (UTC) · ",
       h("code", {}, inc.id)),
+    ...(inc.maintenance ? [h("p", { class: "maintenance", id: "maintenance" }, h("span", { class: "badge maint" },
+      "maintenance"), ` ${inc.maintenance_reason || ""}: kept, not notified. `, h("a", { href: "#/maintenance" }, "windows"))]
+      : []), // (replaceChildren would write a null as text)
     h("div", { class: "columns" },
       h("section", {}, h("h2", {}, "Root causes"), causes(inc)),
       h("section", {}, h("h2", {}, "Affected jobs"), jobs(inc))),

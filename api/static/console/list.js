@@ -67,7 +67,7 @@ function filterForm(filters, causes) {
       options.map((o) => h("option", { value: o, selected: filters[name] === o }, o))));
   const form = h("form", { class: "filters", id: "filters" },
     select("status", ["open", "resolved"]), select("cause", causes),
-    input("entity", "leaf01, gpu001:eth0"), input("job", "4242"), input("tenant", "acme"),
+    input("entity", "device or interface"), input("job", "a job id"), input("tenant", "a tenant"),
     input("since", "RFC 3339 or epoch s"), input("until", "RFC 3339 or epoch s"),
     h("button", { type: "submit" }, "Filter"), h("a", { href: "#/" }, "clear"));
   form.addEventListener("submit", (e) => {
@@ -94,5 +94,6 @@ function row(inc, arrivedAt) {
     h("td", { class: "num" }, top ? top.score.toFixed(2) : "–"),
     h("td", { class: "num" }, (inc.affected_jobs || []).length),
     h("td", {}, tenants(inc).join(", ")),
-    h("td", { class: "title" }, link(inc.title)));
+    h("td", { class: "title" }, inc.maintenance ? h("span", { class: "badge maint", title: inc.maintenance_reason || "" },
+      "maintenance") : null, inc.maintenance ? " " : null, link(inc.title)));
 }
