@@ -92,11 +92,21 @@ _ENCODER = msgspec.msgpack.Encoder()
 
 
 def encode(state: DetectCheckpoint | CorrelateCheckpoint) -> bytes:
+    return compress(pack(state))
+
+
+def pack(state: DetectCheckpoint | CorrelateCheckpoint) -> bytes:
+    """The checkpoint before `compress`. It reads the stage's live state, so it runs at
+    once; `compress` (zlib lets other threads run meanwhile) may run in another thread:
+    the worker's snapshots spend more time compressing than packing."""
     kind = next((k for k, t in KINDS.items() if isinstance(state, t)), None)
     if kind is None:
         raise TypeError(f"not a stage checkpoint: {type(state).__name__}")
-    body = _ENCODER.encode((Header(FORMAT, CHECKPOINT_VERSION, kind), state))
-    return zlib.compress(body, 1)  # state is repetitive (series keys, feature names)
+    return _ENCODER.encode((Header(FORMAT, CHECKPOINT_VERSION, kind), state))
+
+
+def compress(packed: bytes) -> bytes:
+    return zlib.compress(packed, 1)  # state is repetitive (series keys, feature names)
 
 
 def decode(data: bytes, kind: str, *, limit: int | None = None) -> Any:

@@ -64,7 +64,10 @@ class HeldRecord(msgspec.Struct, frozen=True, array_like=True):
 
     @classmethod
     def of(cls, m: Metric) -> "HeldRecord":
-        return cls(m.name, dict(m.tags), dict(m.fields), m.ts, m.series)
+        """`m` as checkpoint data, sharing its tags and fields (a later half merges into
+        them): a stage's state is encoded at once (`engine.checkpoint.pack`), and copying
+        every held record's dicts was half the time of building a detect stage's state."""
+        return cls(m.name, m.tags, m.fields, m.ts, m.series)
 
     def metric(self) -> Metric:
         return Metric(self.name, dict(self.tags), dict(self.fields), self.ts, self.series)

@@ -292,7 +292,8 @@ class DetectStage:
 
     # --- checkpoints -------------------------------------------------------------------
     def state(self) -> DetectCheckpoint:
-        """All state, so a restarted worker continues exactly where this one was."""
+        """All state, so a restarted worker continues exactly where this one was. It shares
+        the held records' tags and fields with the stage: encode it before feeding more."""
         d = self.detector
         return DetectCheckpoint(
             stats=self.stats.snapshot(), reorder=self.reorder.snapshot(), unknown_fields=dict(self._unknown_fields),

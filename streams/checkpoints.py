@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 
 import faust
 
+from engine import checkpoint
 from engine.pipeline import CorrelateStage, DetectStage
 from streams import state
 from streams.settings import WorkerSettings
@@ -132,16 +133,18 @@ class Checkpoints:
         events = self.unacked.get(key)
         if not events or not self.may_save(key):
             return
-        blob, offset = self.stages[key].snapshot(), self.covered[key]
+        # Packed now (it reads the live stage), compressed in a thread: zlib lets the agents run meanwhile.
+        packed, offset = checkpoint.pack(self.stages[key].state()), self.covered[key]
         self.unacked[key] = []
         self.saved_at[key] = time.monotonic()
         previous = self._delivering.get(key)
-        self._delivering[key] = asyncio.ensure_future(self._deliver(previous, key, offset, blob, events))
+        self._delivering[key] = asyncio.ensure_future(self._deliver(previous, key, offset, packed, events))
 
-    async def _deliver(self, previous, key: str, offset: int, blob: bytes, events: list) -> None:
+    async def _deliver(self, previous, key: str, offset: int, packed: bytes, events: list) -> None:
         if previous is not None:
             await previous  # a failed earlier delivery fails this one too: nothing is acked past it
         try:
+            blob = await asyncio.get_running_loop().run_in_executor(None, checkpoint.compress, packed)
             await self.app.producer.flush()
             delivery = await self.topic.send(key=key.encode(), value=state.encode(offset, blob))
             await delivery

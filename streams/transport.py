@@ -10,6 +10,19 @@ Both were found by profiling one worker reading the benchmark's telemetry
   fetches the quiet partitions alone, and the broker held that fetch until it gave up
   waiting: the telemetry stalled for about a second every two seconds, half of the
   worker's time. The wait is now FETCH_MAX_WAIT_MS.
+- Fetch of the quiet partitions alone. aiokafka holds fetched records until they are
+  taken, and once they have waited its `prefetch_backoff` (0.1 s) it fetches the other
+  partitions without them. A busy worker takes about that long over a fetch of telemetry
+  (1 MB a partition, about 5,000 records), so many fetches of telemetry were followed by
+  one of the quiet partitions (jobs, symptoms) that the broker holds for up to
+  FETCH_MAX_WAIT_MS, and the next fetch of telemetry, sent only once that one had
+  returned, waited for it (traced on the benchmark: 230-350 of a run's 480-780 fetches
+  were of the quiet partitions alone; whether a batch takes more or less than 0.1 s
+  makes this come and go with small changes of the engine's speed). The backoff is now
+  PREFETCH_BACKOFF_S: while telemetry waits to be taken nothing else is fetched, and the
+  next fetch, of every partition, goes out as soon as it is taken. Symptoms and jobs come
+  with it (so at most that much later while the worker lags); a partition whose fetch
+  failed is retried after that long too.
 - Hand-off of each message. faust's consumer passes every message to the streams as
   `wait_first(callback(message), suspend_flow.wait())`, and mode's `wait_first` runs each
   of those, and the service's stopped and crashed events, as tasks: four tasks and their
@@ -20,10 +33,10 @@ Both were found by profiling one worker reading the benchmark's telemetry
 
 This module is the one place the workers reach into faust's, mode's and aiokafka's
 private internals: faust's `Consumer._new_consumer_thread` and
-`AIOKafkaConsumerThread._create_worker_consumer`, mode's `Service._stopped` /
+`AIOKafkaConsumerThread._create_worker_consumer` and `on_start`, mode's `Service._stopped` /
 `Service._crashed` events and its `wait_first`/`WaitResults`, aiokafka's
-`AIOKafkaConsumer._fetch_max_wait_ms`. CHECKED holds the versions they were checked
-against; importing this module (a worker's start) under any other raises
+`AIOKafkaConsumer._fetch_max_wait_ms` and `_fetcher`, `Fetcher._prefetch_backoff`.
+CHECKED holds the versions they were checked against; importing this module (a worker's start) under any other raises
 `engine.versions.UnsupportedVersion` with the module to re-check.
 """
 from __future__ import annotations
@@ -51,6 +64,7 @@ from faust.transport.drivers import aiokafka as driver  # noqa: E402  (after the
 from mode.services import WaitResults  # noqa: E402
 
 FETCH_MAX_WAIT_MS = 100
+PREFETCH_BACKOFF_S = 1.0
 
 
 class _Resume:
@@ -109,6 +123,11 @@ class ConsumerThread(driver.AIOKafkaConsumerThread):
         consumer = super()._create_worker_consumer(transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read by its fetcher at start()
         return consumer
+
+    async def on_start(self) -> None:
+        await super().on_start()
+        # The fetcher exists from start(); it reads the backoff as each fetch returns.
+        self._consumer._fetcher._prefetch_backoff = PREFETCH_BACKOFF_S
 
 
 class Transport(driver.Transport):

@@ -11,7 +11,7 @@ import pytest
 from compose import EngineSettings
 from streams.app import build_app
 from streams.settings import WorkerSettings
-from streams.transport import FETCH_MAX_WAIT_MS, Consumer, Transport
+from streams.transport import FETCH_MAX_WAIT_MS, PREFETCH_BACKOFF_S, Consumer, Transport
 from testkit.ports import free_port as _free_port
 
 
@@ -24,8 +24,8 @@ def topology(tmp_path_factory):
     return out / "topology.dot"
 
 
-def consumer_of(tmp_path, topology) -> Consumer:
-    settings = WorkerSettings(bootstrap="127.0.0.1:1", db_url=f"sqlite:///{tmp_path}/a.db",
+def consumer_of(tmp_path, topology, bootstrap: str = "127.0.0.1:1") -> Consumer:
+    settings = WorkerSettings(bootstrap=bootstrap, db_url=f"sqlite:///{tmp_path}/a.db",
                               engine=EngineSettings(topology=topology), web_port=_free_port(), data_dir=tmp_path)
     app = build_app(settings, read_snapshots=dict)
     assert isinstance(app.transport, Transport)
@@ -34,9 +34,9 @@ def consumer_of(tmp_path, topology) -> Consumer:
     return consumer
 
 
-def run(tmp_path, topology, test):
+def run(tmp_path, topology, test, bootstrap: str = "127.0.0.1:1"):
     async def go():
-        return await test(consumer_of(tmp_path, topology))
+        return await test(consumer_of(tmp_path, topology, bootstrap))
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # "coroutine ... was never awaited"
@@ -118,3 +118,17 @@ def test_the_consumer_waits_at_most_fetch_max_wait_for_a_fetch(tmp_path, topolog
             await client.stop()
 
     run(tmp_path, topology, test)
+
+
+def test_fetched_records_hold_back_other_fetches_for_the_prefetch_backoff(tmp_path, topology, kafka_bootstrap):
+    """The started consumer's fetcher waits PREFETCH_BACKOFF_S (not aiokafka's 0.1 s) for
+    fetched records to be taken before it fetches the other partitions without them."""
+    async def test(consumer):
+        thread = consumer._thread
+        await thread.on_start()  # what the consumer thread runs: creates and starts the client
+        try:
+            assert thread._consumer._fetcher._prefetch_backoff == PREFETCH_BACKOFF_S > 0.1
+        finally:
+            await thread._consumer.stop()
+
+    run(tmp_path, topology, test, bootstrap=kafka_bootstrap)
