@@ -218,7 +218,7 @@ def test_replay_with_the_lldpctl_sample_opens_one_link_miswired_incident(tmp_pat
     assert inc["opened_at"] == inc["detected_at"] and inc["opened_at"] < "2025-11-29T07:06:45"  # the first tick
     _replay(tmp_path, telemetry, declared, "--lldp", str(lldp))  # replayed again: the same incident
     assert [i["id"] for i in stored_incidents(db)] == [inc["id"]]
-    with running_server(db_url=f"sqlite:///{db}") as base:
+    with running_server(db_url=f"sqlite:///{db}", auth="none") as base:
         got = httpx.get(f"{base}/incidents", params={"cause": "link_miswired"})
         assert got.status_code == 200 and [i["id"] for i in got.json()] == [inc["id"]]
         spec = httpx.get(f"{base}/openapi.json").json()

@@ -20,6 +20,7 @@ from compose import EngineSettings, build_engine, new_correlate_stage, new_detec
 from engine.correlate import CorrelationConfig
 from engine.events import TICK, StageEvent, encode_batch
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig
+from rules.loader import load_rules
 from streams.app import build_app
 
 TOPOLOGY = Path(__file__).parent / "data" / "air.dot"
@@ -159,7 +160,11 @@ def test_a_worker_started_with_resolve_after_30_correlates_so(tmp_path):
     stage = _run(settings, "correlate", tick, f"correlate:{settings.symptoms_topic}")
     assert isinstance(stage, CorrelateStage)
     assert stage.correlator.config.resolve_after_s == 30.0
-    assert stage.correlator.config == dataclasses.replace(CorrelationConfig(), resolve_after_s=30.0)
+    default = CorrelationConfig()  # (plus the loud rules of the rules in force: credible at once)
+    rules = load_rules()
+    loud = dataclasses.replace(default.persistence, loud_rules=default.persistence.loud_rules | rules.loud)
+    assert rules.loud and stage.correlator.config == dataclasses.replace(
+        default, resolve_after_s=30.0, persistence=loud)
 
     line = b'{"name":"x","tags":{"host":"gpu001"},"fields":{"a":1},"timestamp":1764000000}'
     stage = _run(settings, "detect", line, "detect:fabric.telemetry:0")
