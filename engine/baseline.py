@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import Callable
 
 import msgspec
 
@@ -86,14 +87,18 @@ def windows(level: Level, interval: float) -> tuple[float, float]:
     return max(level.recent_s, floor), max(level.baseline_s, floor)
 
 
-def observe(st: LevelState, level: Level, ts: float, value: float, interval: float) -> bool:
-    """One sample of the series (event-time order): whether its level is off now."""
+def observe(st: LevelState, level: Level, ts: float, value: float, interval_of: Callable[[str], float],
+            series: str) -> bool:
+    """One sample of `series` (event-time order): whether its level is off now. O(1) but
+    when a bucket closes, which is the only time the series' interval (`interval_of`) is
+    read and the windows' medians are taken; the verdict does not depend on `value`
+    (it goes into the bucket just opened)."""
     b = math.floor(ts / level.bucket_s)
     if b != st.bucket:
         if st.count:
             st.times.append(st.last)
             st.values.append(st.total / st.count)
-            _judge(st, level, ts, interval)
+            _judge(st, level, ts, interval_of(series))
         st.bucket, st.total, st.count = b, 0.0, 0
     st.total += value
     st.count += 1
@@ -118,3 +123,41 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
             return  # no past yet (or too little of it) to leave
         st.baseline = quantile(sorted(values[:split]), level.quantile)
     st.verdict = level.holds(st.recent, st.baseline)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelPlan:
+    """A measurement's level rules, each one's place in the catalogue, and where each
+    one's features sit in the compiled kernel's level tuple (engine.features_compile:
+    the rules' values first, then `names`)."""
+
+    rules: tuple
+    places: tuple[int, ...]
+    reads: tuple[tuple[tuple[str, int], ...], ...]
+
+
+def level_plan(rules: tuple, names: tuple[str, ...], place: dict[str, int]) -> LevelPlan:
+    at = {name: k for k, name in enumerate(names, len(rules))}
+    return LevelPlan(rules, tuple(place[r.id] for r in rules),
+                     tuple(tuple((name, at[name]) for name in sorted(r.features)) for r in rules))
+
+
+def observe_record(plan: LevelPlan, windows: dict, series: str, ts: float, lv: tuple,
+                   interval_of: Callable[[str], float]) -> list | None:
+    """A record's values (`lv`, the kernel's level tuple) into the windows of its level
+    rules (`windows`: (rule id, series) -> LevelState, created here): those whose series
+    is off its own level now, as (catalogue place, rule, windows, the dict of the rule's
+    features present), or None."""
+    off = None
+    for j, rule in enumerate(plan.rules):
+        v = lv[j]
+        if v is None:
+            continue
+        key = (rule.id, series)
+        st = windows.get(key)
+        if st is None:
+            st = windows[key] = LevelState()
+        if observe(st, rule.level, ts, float(v), interval_of, series):
+            off = off or []
+            off.append((plan.places[j], rule, st, {name: lv[k] for name, k in plan.reads[j] if lv[k] is not None}))
+    return off

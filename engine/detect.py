@@ -15,13 +15,15 @@ import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Callable
 
 import msgspec
 
-from engine.baseline import LevelState, LevelWire, observe
+from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, observe_record
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
+from engine.features_compile import level_names
 from engine.ports import AnomalyScorer
 from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
@@ -124,7 +126,9 @@ class Detector:
     unresolved_entities: int = 0
     _rules_of: dict[str, Rule] = field(default_factory=dict)
     _templates: dict[str, list] = field(default_factory=dict)
-    _compute: dict[str, Callable] = field(default_factory=dict)  # measurement -> features and rule checks
+    # measurement -> (its compiled features and rule checks, its level rules or None)
+    _compute: dict[str, tuple[Callable, LevelPlan | None]] = field(default_factory=dict)
+    _position: dict[str, int] = field(default_factory=dict)  # rule id -> its place in the catalogue
     _out: list[Symptom] = field(default_factory=list)
     # series -> its sample interval in seconds, or None while unknown (DetectStage: the
     # reorderer's estimate). Without it every series counts as sampled each second.
@@ -137,19 +141,25 @@ class Detector:
     _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
+        for i, r in enumerate(self.rules.rules):
+            self._rules_of[r.id] = r
+            self._templates[r.id] = _template(r.entity)
+            self._position[r.id] = i
         wanted = {m: set(self.rules.features_needed(m)) for m in self.rules.by_measurement}
         if self.scorer is not None:
             self._modelled = frozenset(m for m in MEASUREMENTS if self.scorer.features_needed(m))
             for m in self._modelled:
                 wanted.setdefault(m, set()).update(self.scorer.features_needed(m))
         self.extractor = FeatureExtractor({m: plan(m, frozenset(f)) for m, f in wanted.items()})
-        # The models need every record's features; the rules only those of records they fire on.
-        self._compute = {m: self.extractor.compile(m, self.rules.by_measurement.get(m, ()), always=False,
-                                                   model=self.scorer.vector_names(m) if m in self._modelled else ())
-                         for m in wanted}
-        for r in self.rules.rules:
-            self._rules_of[r.id] = r
-            self._templates[r.id] = _template(r.entity)
+        # The models need every record's features; the rules only those of records they fire
+        # on; the level rules none: the kernel adds their values to their windows and hands
+        # a tuple of them over when a bucket closes or a level is off (compile_plan).
+        for m in wanted:
+            by = self.rules.by_measurement.get(m, ())
+            levels = tuple(r for r in by if r.level is not None)
+            compute = self.extractor.compile(m, tuple(r for r in by if r.level is None), always=False, levels=levels,
+                                             model=self.scorer.vector_names(m) if m in self._modelled else ())
+            self._compute[m] = (compute, level_plan(levels, level_names(levels), self._position) if levels else None)
 
     def process(self, metric: Metric) -> None:
         """One record, in event-time order. Symptoms started or ended go to `drain()`."""
@@ -164,14 +174,19 @@ class Detector:
             sym = self.silent.pop(host)
             sym.end = ts
             self._out.append(sym)
-        compute = self._compute.get(metric.name)
-        if compute is None:
+        entry = self._compute.get(metric.name)
+        if entry is None:
             return
+        compute, levels = entry
         out = self.extractor.run(metric, compute)
         if out is None:
             return
+        lv = None  # the level rules' values (compile_plan's level tuple)
         if metric.name in self._modelled:  # the models read the tuple of their features
-            feats, fired, _, vec = out
+            if levels is None:
+                feats, fired, _, vec = out
+            else:
+                feats, fired, _, vec, lv = out
             if vec is None:  # no feature at all
                 return
             add = self.scorer.adder(metric.series)
@@ -179,26 +194,41 @@ class Detector:
                 add(vec)
             else:
                 self.scorer.observe(metric.name, metric.series, metric.tags, ts, vec)
-        else:
+        elif levels is None:
             feats, fired, _ = out
             if feats is None:
                 return
+        else:
+            feats, fired, _, lv = out
+        if lv is not None:
+            off = self._levels(metric, levels, lv)
+            if off:  # rare: a level off; the hits go in catalogue order, as the rules are listed
+                position = self._position
+                for _, rule, st, small in sorted([(position[r.id], r, None, feats) for r in fired] + off,
+                                                 key=itemgetter(0)):
+                    if st is None:
+                        self._hit(rule, metric, small)
+                    else:
+                        self._level_hit(rule, st, metric, small)
+                return
         for rule in fired:
-            if rule.level is None:
-                self._hit(rule, metric, feats)
-            else:
-                self._level_hit(rule, metric, feats)
+            self._hit(rule, metric, feats)
 
-    def _level_hit(self, rule: Rule, metric: Metric, feats: dict) -> None:
-        """A level rule's record: a hit while its series is off its own level
-        (engine.baseline); the symptom carries the recent and baseline medians."""
-        key = (rule.id, metric.series)
-        st = self.levels.get(key)
-        if st is None:
-            st = self.levels[key] = LevelState()
+    def _levels(self, metric: Metric, levels: LevelPlan, lv: tuple) -> list | None:
+        """The record into its level rules' windows (`baseline.observe_record`). The kernel
+        hands a record over when a bucket closes, a verdict holds, or the series' windows
+        are not yet attached to its counter memory (attached here: the kernel adds the
+        records in between itself)."""
+        off = observe_record(levels, self.levels, metric.series, metric.ts, lv, self._interval)
+        memory = self.extractor.series.get(metric.series)
+        if memory is not None and memory.levels is None:
+            memory.levels = [self.levels.setdefault((r.id, metric.series), LevelState()) for r in levels.rules]
+        return off
+
+    def _level_hit(self, rule: Rule, st: LevelState, metric: Metric, feats: dict) -> None:
+        """A level rule's record while its series is off its own level: a hit, and the
+        symptom carries the recent and baseline medians."""
         name = rule.level.feature
-        if not observe(st, rule.level, metric.ts, float(feats[name]), self._interval(metric.series)):
-            return
         sym = self._hit(rule, metric, feats)
         if sym is not None:
             m = sym.metrics
@@ -345,3 +375,5 @@ class Detector:
         self.intervals = {(r, e): iv for r, e, iv in state.intervals}
         self.probes = dict(state.probes)
         self.levels = {(r, series): LevelState.from_wire(w) for r, series, w in state.levels}
+        for memory in self.extractor.series.values():  # the kernel adds to the restored windows
+            memory.levels = None

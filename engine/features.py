@@ -156,6 +156,9 @@ class SeriesState:
     # record: this is the compute that reads them one by one (`compile_plan`).
     sparse: Callable | None = None
     tally: list | None = None  # [counter values that were not numbers], shared by an extractor's series
+    # The windows of the level rules of its measurement (engine.baseline.LevelState, one per
+    # rule, owned and checkpointed by the detector), which the compiled kernel adds to.
+    levels: list | None = None
 
 
 @dataclass
@@ -186,8 +189,8 @@ class FeatureExtractor:
         self._fresh = {m: (NOT_YET,) * len(p.counters) for m, p in self.plans.items() if p.counters}
 
     def compile(self, measurement: str, rules: tuple = (), always: bool = True,
-                model: tuple[str, ...] = ()) -> Callable:
-        return compile_plan(self.plans[measurement], measurement, rules, always, model)
+                model: tuple[str, ...] = (), levels: tuple = ()) -> Callable:
+        return compile_plan(self.plans[measurement], measurement, rules, always, model, levels)
 
     def extract(self, metric) -> dict | None:
         compute = self._compute.get(metric.name)
@@ -198,7 +201,8 @@ class FeatureExtractor:
 
     def run(self, metric, compute: Callable) -> tuple | None:
         """One record through `compute` (compiled for its measurement): None, or (features
-        or None, rules fired, resets)."""
+        or None, rules fired, resets), and with models or level rules the items
+        `compile_plan` adds."""
         fresh = self._fresh.get(metric.name)
         if fresh is None:  # no counters: no memory
             return compute(metric.fields, metric.tags, None, 1.0)

@@ -10,6 +10,7 @@ reference first; this must follow it.
 """
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 from typing import TYPE_CHECKING, Callable
 
@@ -35,7 +36,7 @@ def _condition(c, var: str | None, floats: set[str]) -> str:
 
 
 def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), always: bool = True,
-                 model: tuple[str, ...] = ()) -> Callable:
+                 model: tuple[str, ...] = (), levels: tuple = ()) -> Callable:
     """compute(fields, tags, st, dt) -> None or (features, rules that fired, resets): one
     plan, and the conditions of `rules` on its measurement, as straight-line code.
 
@@ -64,6 +65,19 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     for every record and returns a fourth item: those features as a tuple (None where
     absent), or None when the record has no feature at all; the feature dict is then
     built only when a rule fired (the models read the tuple, the rules the dict).
+
+    With `levels` (rules judged by their series' own level, `Rule.level`), their
+    conditions are tested as the rules' are but they build no feature dict: compute
+    returns one more, last, item, `level_values(levels)`'s tuple: each level rule's
+    feature where its condition holds (else None), then the values of
+    `level_names(levels)` (None where absent); or None when no level rule's condition
+    holds. For a series with counters, once the detector has attached its windows
+    (`SeriesState.levels`: engine.baseline.LevelState, one per level rule) the kernel
+    adds a value that only goes into its rule's open bucket there itself, and hands the
+    tuple over only when a bucket closes (the windows' medians are the detector's) or a
+    verdict holds: most records of a level rule cost a few additions, not a dict nor a
+    call (engine.detect builds the dict of one rule's features on the rare record its
+    level is off).
     Generated once per measurement because this is the hottest code in the engine."""
     always = always or bool(model)  # the models read every record
     by_one: list[Callable] = []  # compiled when a series first lacks a counter
@@ -72,15 +86,52 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
         """A series without some of the counters (a NIC that reports only the priorities it
         uses): from now on its counters are read one by one (absent ones are None)."""
         if not by_one:
-            by_one.append(_compile(p, measurement, rules, always, model, True, sparse))
+            by_one.append(_compile(p, measurement, rules, always, model, levels, True, sparse))
         st.sparse = by_one[0]
         return by_one[0](fields, tags, st, dt)
 
-    return _compile(p, measurement, rules, always, model, False, sparse)
+    return _compile(p, measurement, rules, always, model, levels, False, sparse)
+
+
+def level_names(levels: tuple) -> tuple[str, ...]:
+    """The features a level rule's symptom reads (its own and those it reports), in the
+    order of the level tuple after the rules' values."""
+    return tuple(sorted({f for r in levels for f in r.features}))
+
+
+def _when(r, local: dict[str, str], floats: set[str]) -> str:
+    """A rule's conditions (`Rule.matches`) as one expression on the locals."""
+    parts = []
+    if r.all:
+        parts.append(" and ".join(_condition(c, local.get(c.feature), floats) for c in r.all))
+    if r.any:
+        parts.append("(" + " or ".join(_condition(c, local.get(c.feature), floats) for c in r.any) + ")")
+    return " and ".join(parts) or "True"
+
+
+def _level_lines(levels: tuple, local: dict[str, str], floats: set[str], memory: bool) -> list[str]:
+    """LV = the level tuple (compile_plan's docstring), or None. With a counter `memory`
+    whose windows are attached, a value that only goes into its open bucket is added
+    there (as `engine.baseline.observe` adds it when no bucket closes) and LV is None."""
+    src, own = [], [f"L{j}" for j in range(len(levels))]
+    for j, r in enumerate(levels):
+        src += [f"    L{j} = {local.get(r.level.feature, 'None')} if {_when(r, local, floats)} else None"]
+    values = f"({', '.join(own + [local.get(n, 'None') for n in level_names(levels)])},)"
+    none = " and ".join(f"{v} is None" for v in own)
+    if not memory:
+        return src + [f"    LV = None if {none} else {values}"]
+    src += ["    W = st.levels", "    ts = st.ts", "    if W is None:", f"        LV = None if {none} else {values}"]
+    opens = " or ".join(f"({v} is not None and (W[{j}].verdict or FLOOR(ts / {r.level.bucket_s!r}) != W[{j}].bucket))"
+                        for j, (v, r) in enumerate(zip(own, levels)))
+    src += [f"    elif {opens}:", f"        LV = {values}", "    else:", "        LV = None"]
+    for j, v in enumerate(own):
+        src += [f"        if {v} is not None:", f"            w = W[{j}]",
+                f"            w.total += {v}", "            w.count += 1", "            w.last = ts"]
+    return src
 
 
 def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model: tuple[str, ...],
-             one_by_one: bool, sparse: Callable) -> Callable:
+             levels: tuple, one_by_one: bool, sparse: Callable) -> Callable:
     """compile_plan's code: for records with all the counters (read at once; a KeyError
     hands the record to `sparse`), or `one_by_one` for a series that lacks some."""
     src = ["def compute(fields, tags, st, dt):"]
@@ -140,7 +191,7 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
         ]
     if n:  # each x now holds the counter's new memory: its value, or the one kept
         src.append(f"    st.values = ({xs}) if keep else X")
-    tested = {c.feature for r in rules for c in (*r.all, *r.any)}
+    tested = {c.feature for r in rules for c in (*r.all, *r.any)} | set(level_names(levels))
     late: list[str] = []  # derived features no condition reads: computed once a rule fired
     for j, d in enumerate(p.derived):
         v = local[d.name] = f"D{j}"
@@ -176,14 +227,14 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
             out.append(f"    {v} = FN[{j}](x)")
     src.append("    fired = []")
     for j, r in enumerate(rules):
-        parts = []
-        if r.all:
-            parts.append(" and ".join(_condition(c, local.get(c.feature), floats) for c in r.all))
-        if r.any:
-            parts.append("(" + " or ".join(_condition(c, local.get(c.feature), floats) for c in r.any) + ")")
-        src += [f"    if {' and '.join(parts) or 'True'}:", f"        fired.append(RULES[{j}])"]
+        src += [f"    if {_when(r, local, floats)}:", f"        fired.append(RULES[{j}])"]
+    lv = ""  # the level tuple as compute's last item
+    if levels:
+        src += _level_lines(levels, local, floats, bool(p.counters))
+        lv = ", LV"
     if not always:
-        src += ["    if not fired:", "        return (None, fired, resets) if resets else None"]
+        src += ["    if not fired:",
+                f"        return (None, fired, resets{lv}) if resets{' or LV is not None' if lv else ''} else None"]
     src += late
     if model:
         present = [local[name] for name in model if name in local]
@@ -192,17 +243,17 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
         src += [f"    vec = ({', '.join(local.get(name, 'None') for name in model)},)",
                 "    if not fired:",
                 f"        if {nothing}:",
-                "            return (None, [], resets, None)",
-                "        return (None, fired, resets, vec)"]
+                f"            return (None, [], resets, None{lv})",
+                f"        return (None, fired, resets, vec{lv})"]
     src.append("    feats = {}")
     for name in sorted(p.wanted):
         if name in local:
             src += [f"    if {local[name]} is not None:", f"        feats[{name!r}] = {local[name]}"]
     if model:
-        src.append("    return (feats, fired, resets, vec) if feats else (None, [], resets, None)")
+        src.append(f"    return (feats, fired, resets, vec{lv}) if feats else (None, [], resets, None{lv})")
     else:
-        src.append("    return (feats, fired, resets) if feats else (None, [], resets)")
-    namespace = {"NUM": _NUMBERS, "NUMBER": (int, float), "NOT_YET": NOT_YET, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
+        src.append(f"    return (feats, fired, resets{lv}) if feats else (None, [], resets{lv})")
+    namespace = {"FLOOR": math.floor, "NUM": _NUMBERS, "NUMBER": (int, float), "NOT_YET": NOT_YET, "FN": [d.fn for d in p.derived], "RULES": tuple(rules),
                  "READ": itemgetter(*read) if len(read) > 1 else (lambda f: (f[read[0]],)) if read else None,
                  "COUNTERS": p.counters, "SPARSE": sparse}
     text = "\n".join(src)

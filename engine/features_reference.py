@@ -14,7 +14,12 @@ counter, by name):
   dict of the rates and gauges present;
 - the record's features are the plan's wanted ones that are present (not None);
 - the rules that fire are those whose `Rule.matches` holds on that dict (none without
-  features).
+  features);
+- level rules (`Rule.level`, judged by engine.baseline) are given apart: what they get
+  is `level_values`, each one's feature where its condition holds and the features
+  their symptoms read, not a dict; once the series' windows are attached
+  (`SeriesState.levels`), values that only go into their rule's open bucket are added
+  there and nothing is handed over.
 
 `reference_compute` wraps this in compute's calling convention (`compile_plan`'s
 docstring), so that tests, and the speed-trick experiment of docs/design.md, can run
@@ -22,9 +27,10 @@ either one in the same `FeatureExtractor`.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
-from engine.features_compile import NOT_YET
+from engine.features_compile import NOT_YET, level_names
 
 
 def number(v: object) -> int | float | None:
@@ -69,10 +75,27 @@ def fired(rules, feats: dict) -> list:
     return [r for r in rules if feats and r.matches(feats)]
 
 
+def level_values(levels, names: tuple[str, ...], feats: dict) -> tuple | None:
+    """Each level rule's feature where its condition holds (else None), then the values
+    of `names` (None where absent); None when no level rule's condition holds."""
+    own = [feats[r.level.feature] if feats and r.matches(feats) else None for r in levels]
+    if all(v is None for v in own):
+        return None
+    return (*own, *(feats.get(n) for n in names))
+
+
+def opens(levels, lv: tuple, st) -> bool:
+    """Whether a value of the record closes its rule's bucket (engine.baseline.observe) or
+    meets a verdict that holds: the detector's to judge."""
+    return any(v is not None and (w.verdict or math.floor(st.ts / r.level.bucket_s) != w.bucket)
+               for r, v, w in zip(levels, lv, st.levels))
+
+
 def reference_compute(p, measurement: str = "", rules: tuple = (), always: bool = True,
-                      model: tuple[str, ...] = ()) -> Callable:
+                      model: tuple[str, ...] = (), levels: tuple = ()) -> Callable:
     """compute(fields, tags, st, dt) with `compile_plan`'s results, the plain way."""
     always = always or bool(model)
+    names = level_names(levels)
 
     def compute(fields, tags, st, dt):
         before = {} if st is None else {c: v for c, v in zip(p.counters, st.values) if v is not NOT_YET}
@@ -82,15 +105,22 @@ def reference_compute(p, measurement: str = "", rules: tuple = (), always: bool 
             st.tally[0] += non_numeric(p, fields)
         feats = wanted(p, every)
         hits = fired(rules, feats)
+        lv = level_values(levels, names, feats)
+        if lv is not None and st is not None and st.levels is not None and not opens(levels, lv, st):
+            for v, w in zip(lv, st.levels):  # only into open buckets: added there, nothing handed over
+                if v is not None:
+                    w.total, w.count, w.last = w.total + v, w.count + 1, st.ts
+            lv = None
+        more = (lv,) if levels else ()  # the level tuple, with level rules only
         if model:
             vec = tuple(every.get(n) for n in model)
             if hits:
-                return feats, hits, resets, vec
+                return feats, hits, resets, vec, *more
             if not feats and all(v is None for v in vec):
-                return None, [], resets, None
-            return None, [], resets, vec
+                return None, [], resets, None, *more
+            return None, [], resets, vec, *more
         if not always and not hits:
-            return (None, [], resets) if resets else None
-        return (feats, hits, resets) if feats else (None, [], resets)
+            return (None, [], resets, *more) if resets or lv is not None else None
+        return (feats, hits, resets, *more) if feats else (None, [], resets, *more)
 
     return compute
