@@ -47,7 +47,7 @@ def cut(telemetry: Path, out: Path, *, before: float) -> Path:
 
 @pytest.fixture(scope="module")
 def demo(scenario_dir) -> tuple[Path, dict]:
-    folder = scenario_dir("demo")
+    folder = scenario_dir("demo", duration=560.0)
     return folder, json.loads((folder / "truth.json").read_text())
 
 

@@ -41,7 +41,7 @@ def replay_args(folder: Path, db: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def demo(scenario_dir) -> Path:
-    return scenario_dir("demo")
+    return scenario_dir("demo", duration=560.0)
 
 
 @pytest.fixture(scope="module")
