@@ -50,6 +50,10 @@ class Level:
     bucket_s: float = 10.0
     quantile: float = 0.5  # of the baseline window: lower is the level before a slow drift began
     min_samples: int = 3  # each window holds at least this many samples (it stretches at long intervals)
+    # Against a baseline, the recent window holds at least this many samples and the
+    # baseline twice as many: two medians of a few samples of a noisy gauge differ by
+    # chance (engine.baseline.windows).
+    compare_samples: int = 12
     above: float | None = None
     ratio: float = 0.0
     rise: float = 0.0
