@@ -5,8 +5,8 @@ ageing from 10 to 300 corrected FEC frames/s, where a healthy one may sit flat a
 100,000; a PCIe stall share one or two points above a NIC's usual one; a storage target
 at twice its own latency). What marks them is a series leaving its own level and
 staying away, so a `level` rule (rules.schema.Level) compares the median of the last
-`recent_s` with the median (or a lower quantile) of the `baseline_s` before that, in
-seconds of event time:
+`recent_s` with the median of the `baseline_s` before that (or the same lower quantile
+of both windows), in seconds of event time:
 
 - Samples are averaged into buckets of `bucket_s` (a counter's rate already averages
   its interval), and the medians are over buckets: one sample at 10 s or 30 s polling,
@@ -126,7 +126,7 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
         del times[:drop], values[:drop]
     split = bisect_right(times, cut)  # values[:split] the baseline, values[split:] the recent window
     st.verdict, st.baseline = False, None
-    st.recent = quantile(sorted(values[split:]), 0.5) if len(values) - split >= level.min_samples else None
+    st.recent = quantile(sorted(values[split:]), level.quantile) if len(values) - split >= level.min_samples else None
     if st.recent is None:
         return
     if level.needs_baseline:
