@@ -19,7 +19,7 @@ from rules.schema import ENTITY_KINDS, OPS, Condition, Level, Rule, RuleSet, Sil
 
 RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "for_s", "clear_s",
              "clear_samples", "severity", "opens_incident", "at_once", "entity", "entity_kind", "description", "level"}
-LEVEL_KEYS = {"feature", "recent_s", "baseline_s", "bucket_s", "min_samples", "quantile", "above", "ratio", "rise"}
+LEVEL_KEYS = {"feature", "recent_s", "baseline_s", "bucket_s", "min_samples", "compare_samples", "quantile", "above", "ratio", "rise"}
 SILENCE_KEYS = {"id", "symptom", "family", "silence", "severity", "opens_incident", "description"}
 ROLES = ("spine", "superspine", "leaf", "host", "storage")
 _COND = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(>=|<=|==|!=|>|<)\s*(.+?)\s*$")
@@ -174,6 +174,7 @@ def _level(src: str, rid: str, spec, known, meas) -> Level:
         feature=feature,
         recent_s=float(num("recent_s", 60, 1, 86_400)), baseline_s=float(num("baseline_s", 300, 1, 86_400)),
         bucket_s=float(num("bucket_s", 10, 0.1, 3_600)), quantile=float(num("quantile", 0.5, 0, 1)), min_samples=num("min_samples", 3, 1, 1_000, True),
+        compare_samples=num("compare_samples", 12, 1, 1_000, True),
         above=None if above is None else float(num("above", 0, -1e12, 1e12)),
         ratio=float(num("ratio", 0, 0, 1e6)), rise=float(num("rise", 0, 0, 1e12)),
     )

@@ -39,17 +39,24 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class Level:
-    """A `level` rule's test (engine.baseline): the median of `feature` over the last
-    `recent_s` seconds of event time against the `quantile` (default the median) of the
-    `baseline_s` before it. It holds when every bound given holds: recent >= `above`, recent >= `ratio` x
+    """A `level` rule's test (engine.baseline): the `quantile` (default the median) of
+    `feature` over the last `recent_s` seconds of event time against the same quantile
+    of the `baseline_s` before it. It holds when every bound given holds: recent >= `above`, recent >= `ratio` x
     baseline, recent - baseline >= `rise` (0 or None: not asked)."""
 
     feature: str
     recent_s: float = 60.0
     baseline_s: float = 300.0
     bucket_s: float = 10.0
-    quantile: float = 0.5  # of the baseline window: lower is the level before a slow drift began
+    quantile: float = 0.5  # of both windows: lower is the level before a slow drift began,
+    # and the same quantile of the recent window keeps a wide but flat noise from passing
+    # for a shift (the median of a recent window against a past's lower quartile is a
+    # ratio of the noise's width)
     min_samples: int = 3  # each window holds at least this many samples (it stretches at long intervals)
+    # Against a baseline, the recent window holds at least this many samples and the
+    # baseline twice as many: two medians of a few samples of a noisy gauge differ by
+    # chance (engine.baseline.windows).
+    compare_samples: int = 12
     above: float | None = None
     ratio: float = 0.0
     rise: float = 0.0

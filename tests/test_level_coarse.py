@@ -1,0 +1,113 @@
+"""Level rules at coarse polling: a clean NIC's noisy PCIe stall share, or a storage
+target's latency wandering between 0.3 and 0.8 ms, sampled every 10-60 s for hours,
+opens nothing; a real rise is found, named right.
+
+The windows a level rule compares hold samples, not seconds, at long intervals
+(engine.baseline.windows): two medians of a few samples of a noisy gauge differ by
+chance, and across a fabric of NICs over hours chance becomes incidents.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from engine.baseline import windows
+from engine.pipeline import Pipeline
+from engine.topology import Topology
+from rules.loader import load_rules
+
+T0 = 1764400000
+RULES = load_rules(None)
+NICS = [f"gpu{k}:eth0" for k in range(1, 41)]
+TOPO = Topology.from_links(roles={}, links=[(nic, f"leaf{1 + k % 2}:swp{k}") for k, nic in enumerate(NICS, 1)]
+                           + [("leaf1:swp51", "spine1:swp1"), ("leaf2:swp51", "spine1:swp2")])
+
+
+def telemetry(interval: int, hours: float, *, rise_at: float | None = None, seed: int = 3) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    for k in range(int(hours * 3600 / interval)):
+        t = k * interval
+        for nic in NICS:
+            extra = 3.0 if rise_at is not None and nic == "gpu1:eth0" and t >= rise_at else 0.0
+            host, iface = nic.split(":")
+            lines.append(json.dumps({"name": "nic_port", "tags": {"host": host, "interface": iface},
+                                     "fields": {"link": "up", "tx_bytes": 10**9 * k,
+                                                "outbound_pci_stalled_rd": round(rng.uniform(0, 2) + extra, 2),
+                                                "outbound_pci_stalled_wr": round(rng.uniform(0, 2) + extra, 2)},
+                                     "timestamp": (T0 + t) * 1000}))
+    return lines
+
+
+def incidents(lines: list[str], topology: Topology = TOPO) -> list[tuple[str, str]]:
+    pipe = Pipeline(rules=RULES, topology=topology)
+    seen: dict[str, tuple[str, str]] = {}
+    for line in lines:
+        pipe.feed(line)
+        for inc in pipe.changes():
+            top = min(inc["root_causes"], key=lambda rc: rc["rank"])
+            seen.setdefault(inc["id"], (top["cause"], top["entity"]["id"]))
+    pipe.finish()
+    for inc in pipe.changes():
+        top = min(inc["root_causes"], key=lambda rc: rc["rank"])
+        seen.setdefault(inc["id"], (top["cause"], top["entity"]["id"]))
+    return sorted(seen.values())
+
+
+@pytest.mark.parametrize("interval", [30, 60])
+def test_clean_nics_polled_every_30_or_60_s_open_nothing_for_hours(interval):
+    assert incidents(telemetry(interval, 6)) == []
+
+
+@pytest.mark.parametrize("interval", [10, 30])
+def test_a_stall_that_rises_and_stays_is_found_at_coarse_polling(interval):
+    assert incidents(telemetry(interval, 2, rise_at=3600)) == [("nic_degraded", "gpu1:eth0")]
+
+
+def test_a_comparison_holds_enough_samples_whatever_the_interval():
+    level = next(r.level for r in RULES.rules if r.id == "nic_pcie_stall_rising")
+    assert windows(level, 1) == (level.recent_s, level.baseline_s)  # nothing changes at 1 s
+    for interval in (5, 10, 15, 30, 60):
+        recent, baseline = windows(level, interval)
+        assert recent / interval >= level.compare_samples and baseline / interval >= 2 * level.compare_samples
+    pause = next(r.level for r in RULES.rules if r.id == "nic_pfc_tx_sustained")  # no baseline: only min_samples
+    assert windows(pause, 30) == (max(pause.recent_s, pause.min_samples * 30), max(pause.baseline_s, pause.min_samples * 30))
+
+
+STORES = ["stor1", "stor2", "stor3", "stor4"]
+STOR_TOPO = Topology.from_links(roles={}, links=[(f"{s}:eth0", f"leaf1:swp{k}") for k, s in enumerate(STORES, 1)])
+
+
+def storage(interval: int, hours: float, *, drift_at: float | None = None, seed: int = 5) -> list[str]:
+    """Storage targets whose latency is uniform in 0.3-0.8 ms; with drift_at, stor1's
+    climbs to 3x over 5 minutes from then."""
+    rng = random.Random(seed)
+    totals = {s: [0, 0.0] for s in STORES}
+    lines = []
+    for k in range(int(hours * 3600 / interval)):
+        t = k * interval
+        for s in STORES:
+            grow = 1 + 2 * min(1.0, max(0.0, (t - drift_at) / 300)) if drift_at is not None and s == "stor1" else 1.0
+            ops = 4000 * interval
+            totals[s][0] += ops
+            totals[s][1] += ops * rng.uniform(0.3, 0.8) * grow
+            lines.append(json.dumps({"name": "storage", "tags": {"host": s, "kind": "nvmf", "name": "nvme0"},
+                                     "fields": {"reads": totals[s][0], "read_time": int(totals[s][1])},
+                                     "timestamp": (T0 + t) * 1000}))
+    return lines
+
+
+def storage_incidents(lines: list[str]) -> list[tuple[str, str]]:
+    return incidents(lines, STOR_TOPO)
+
+
+@pytest.mark.parametrize("interval", [10, 15, 30])
+def test_storage_whose_latency_wanders_but_stays_opens_nothing_for_hours(interval):
+    assert storage_incidents(storage(interval, 6)) == []
+
+
+@pytest.mark.parametrize("interval", [10, 30])
+def test_storage_drifting_to_three_times_its_level_is_found_at_coarse_polling(interval):
+    assert storage_incidents(storage(interval, 2, drift_at=3600)) == [("storage_slow", "stor1")]
