@@ -9,6 +9,10 @@ spineb1, spineb2), every spine cabled to superspine01 and superspine02; one host
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from engine.attribution import dominant_jobs
 from engine.impact import affected_jobs
 from engine.topology import Topology
@@ -123,3 +127,69 @@ def test_three_tier_noisy_neighbour_victims_share_its_superspine_links():
     congested = [_congested(topo, "spinea1:swp61")]
     load = {"hosta1": 0.8, "hostb1": 0.8, "hosta2": 0.1, "hostb2": 0.1}
     assert list(dominant_jobs(congested=congested, load=load, jobs=jobs, topology=topo)) == ["1"]
+
+
+# --- timelines: the correlator names the noisy job on rails and three tiers, at 1 s and 10 s ---
+
+def _timeline(topo: Topology, events, jobs, *, until: float) -> dict:
+    from engine.correlate import Correlator
+    from engine.jobs import JobBook
+    from rules.loader import load_rules
+
+    book = JobBook()
+    for j in jobs:
+        book.update(j)
+    c = Correlator(topology=topo, jobs=book, opens_incident=load_rules(None).opens_incident)
+    events = sorted(events, key=lambda e: (e[0], e[1].key, e[1].end is not None))
+    latest, i = {}, 0
+    for sec in range(int(until) + 1):
+        now = T0 + sec
+        while i < len(events) and events[i][0] <= now:
+            c.add(events[i][1])
+            i += 1
+        c.advance(now)
+        latest.update({inc["id"]: inc for inc in c.drain()})
+    return latest
+
+
+def _episode(rule: str, entity: str, start: float, end: float, every: float, **metrics) -> list:
+    from test_correlation_timeline import episode
+    return episode(rule, entity, start, end, metrics=metrics or None, refresh=every)
+
+
+T0 = 1764400000.0
+SAMPLE_INTERVALS = (1.0, 10.0)
+
+
+@pytest.mark.parametrize("every", SAMPLE_INTERVALS)
+def test_rails_timeline_names_the_noisy_job_and_its_victim(every):
+    topo = _rails()
+    noisy, victim = _job("1", ["gpu001", "gpu002"]), _job("2", ["gpu003", "gpu004"])
+    noisy, victim = (replace(j, start=T0 - 3600) for j in (noisy, victim))
+    load = [e for h in ("gpu001", "gpu002") for k in (3, 4)
+            for e in _episode("nic_tx_busy", f"gpu00{h[-1]}:eth{k}", 20, 140, every, util_tx=0.75)]
+    load += _episode("nic_tx_busy", "gpu003:eth3", 20, 140, every, util_tx=0.1)
+    congestion = (_episode("queue_congested", "leaf03:swp51", 20 + every, 140, every)
+                  + _episode("port_ecn_marking", "leaf03:swp51", 20 + every, 140, every)
+                  + _episode("queue_congested", "spine01:swp4", 20 + every, 140, every)
+                  + _episode("nic_cnp_sent", "gpu003:eth4", 20 + 2 * every, 140, every))
+    published = _timeline(topo, load + congestion, [noisy, victim], until=260)
+    assert [(i["root_causes"][0]["cause"], i["root_causes"][0]["entity"]["id"]) for i in published.values()] \
+        == [("noisy_neighbor", "1")]
+    assert {j["job_id"] for j in next(iter(published.values()))["affected_jobs"]} == {"1", "2"}
+
+
+@pytest.mark.parametrize("every", SAMPLE_INTERVALS)
+def test_three_tier_timeline_names_the_job_filling_the_superspine_links(every):
+    topo = _three_tier()
+    noisy = replace(_job("1", ["hosta1", "hostb1"]), start=T0 - 3600)
+    victim = replace(_job("2", ["hosta2", "hostb2"]), start=T0 - 3600)
+    load = [e for h in ("hosta1", "hostb1") for e in _episode("nic_tx_busy", f"{h}:eth0", 20, 140, every,
+                                                              util_tx=0.7)]
+    congestion = (_episode("queue_congested", "spinea1:swp61", 20 + every, 140, every)
+                  + _episode("port_ecn_marking", "spinea1:swp61", 20 + every, 140, every)
+                  + _episode("nic_cnp_sent", "hostb2:eth0", 20 + 2 * every, 140, every))
+    published = _timeline(topo, load + congestion, [noisy, victim], until=260)
+    assert [(i["root_causes"][0]["cause"], i["root_causes"][0]["entity"]["id"]) for i in published.values()] \
+        == [("noisy_neighbor", "1")]
+    assert {j["job_id"] for j in next(iter(published.values()))["affected_jobs"]} == {"1", "2"}
