@@ -221,6 +221,11 @@ class Topology:
             self._job_cache.popitem(last=False)
         return result
 
+    def _rails(self, switches: frozenset[str]) -> bool:
+        """Multi-NIC endpoints on rail leaves: attached to more switches than a dual-homed
+        bond's two, none of them cabled to another (not one switch stack)."""
+        return len(switches) > 2 and not any(self.graph.has_edge(a, b) for a in switches for b in switches if a < b)
+
     def attachments(self, device: str) -> frozenset[str]:
         """The switches a device is cabled to."""
         return frozenset(n for n in self.graph[device] if self.is_switch(n))
@@ -239,8 +244,13 @@ class Topology:
         found = [d for d in dist.values() if d is not None]
         if not found:
             return frozenset(), frozenset(), frozenset()
-        best = min(found)
-        pairs = [st for st, d in dist.items() if d == best]
+        if self._rails(src) or self._rails(dst):
+            # A rail NIC reaches only its own leaf: NIC i of one host and NIC j of
+            # another meet over the shortest paths between leaf i and leaf j.
+            pairs = [st for st, d in dist.items() if d is not None]
+        else:
+            best = min(found)
+            pairs = [st for st, d in dist.items() if d == best]
         links = frozenset().union(*(self.ecmp_links(s, t) for s, t in pairs))
         return links, frozenset(s for s, _ in pairs), frozenset(t for _, t in pairs)
 
