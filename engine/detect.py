@@ -98,6 +98,7 @@ class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):
     intervals: list[tuple[str, str, float]] = []  # rule id, entity id: the interval its run is judged in
     probes: dict[str, str] = {}  # device -> a sampled series of it (its silence counts its intervals)
     levels: list[tuple[str, str, LevelWire]] = []  # rule id, series: a level rule's windows (engine.baseline)
+    runs: list[tuple[str, str, str, int]] = []  # rule id, entity id, series, misses: a for_s rule's run
 
 
 def pending_out(out: list[Symptom], live: Iterable[Symptom]) -> list[str | SymptomWire]:
@@ -138,6 +139,9 @@ class Detector:
     # The anomaly scorer (engine.ports.AnomalyScorer): fed the same features, ticked with the rules.
     scorer: AnomalyScorer | None = None
     levels: dict[tuple[str, str], LevelState] = field(default_factory=dict)  # (level rule, series) -> its windows
+    # series -> {(for_s rule, entity): samples of that series its condition missed since
+    # the run of hits began}: a run that misses too many is broken (`_missed`).
+    runs: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
     _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -179,6 +183,9 @@ class Detector:
             return
         compute, levels = entry
         out = self.extractor.run(metric, compute)
+        runs = self.runs.get(metric.series) if self.runs else None
+        if runs:
+            self._missed(metric.series, runs, () if out is None else out[1])
         if out is None:
             return
         lv = None  # the level rules' values (compile_plan's level tuple)
@@ -213,6 +220,27 @@ class Detector:
                 return
         for rule in fired:
             self._hit(rule, metric, feats)
+
+    def _missed(self, series: str, runs: dict[tuple[str, str], int], fired) -> None:
+        """A sample of `series` on which a for_s rule with a run of hits did not fire: the
+        condition did not hold then. A run holds through a stray miss (a value at the
+        threshold) but breaks once the misses pass a quarter of its samples: bursts that
+        recur every few samples (collective phases every minute at 30 s polling) never
+        add up to a condition that held for for_s seconds. A sample never sent is no
+        miss (the window bounds those)."""
+        ids = {r.id for r in fired} if fired else ()
+        for key in list(runs):
+            if key[0] in ids:
+                continue
+            dq = self.hits.get(key)
+            misses = runs[key] + 1
+            if dq is None or misses * 4 > len(dq) + misses:
+                self.hits.pop(key, None)
+                del runs[key]
+            else:
+                runs[key] = misses
+        if not runs:
+            del self.runs[series]
 
     def _levels(self, metric: Metric, levels: LevelPlan, lv: tuple) -> list | None:
         """The record into its level rules' windows (`baseline.observe_record`). The kernel
@@ -258,9 +286,14 @@ class Detector:
             window = max(rule.within_s, (need + 1) * iv)
             while dq[0][0] < ts - window:
                 dq.popleft()
+            runs = self.runs.get(metric.series) if rule.for_s > 0 and rule.level is None else None
             if len(dq) < need:
+                if rule.for_s > 0 and rule.level is None:
+                    self.runs.setdefault(metric.series, {}).setdefault(key, 0)
                 return None
             del self.hits[key]
+            if runs is not None:
+                runs.pop(key, None)
             start = dq[0][0]
             sym = Symptom(
                 key=symptom_key(rule.id, eid, start), kind=rule.symptom, family=rule.family,
@@ -314,6 +347,12 @@ class Detector:
             if dq[-1][0] < now - max(rule.within_s, (needed(rule, iv) + 1) * iv):
                 del self.hits[key]
                 intervals.pop(key, None)
+        if self.runs:
+            for series, runs in list(self.runs.items()):
+                for key in [k for k in runs if k not in self.hits]:
+                    del runs[key]
+                if not runs:
+                    del self.runs[series]
         for rule in self.rules.silence:
             for device, seen in self.last_seen.items():
                 if device in self.silent or self.roles.get(device) not in rule.roles:
@@ -355,7 +394,8 @@ class Detector:
             last_seen=dict(self.last_seen), silent={d: symptom_to_wire(s) for d, s in self.silent.items()},
             clock=self.clock, unresolved_entities=self.unresolved_entities, out=pending_out(self._out, live),
             intervals=[(r, e, iv) for (r, e), iv in self.intervals.items()], probes=dict(self.probes),
-            levels=[(r, series, st.to_wire()) for (r, series), st in self.levels.items()])
+            levels=[(r, series, st.to_wire()) for (r, series), st in self.levels.items()],
+            runs=[(r, e, series, n) for series, runs in self.runs.items() for (r, e), n in runs.items()])
 
     def restore(self, state: DetectorState) -> None:
         """Continue from `state`; ValueError (before any change) if it names a rule this
@@ -375,5 +415,8 @@ class Detector:
         self.intervals = {(r, e): iv for r, e, iv in state.intervals}
         self.probes = dict(state.probes)
         self.levels = {(r, series): LevelState.from_wire(w) for r, series, w in state.levels}
+        self.runs = {}
+        for r, e, series, n in state.runs:
+            self.runs.setdefault(series, {})[(r, e)] = n
         for memory in self.extractor.series.values():  # the kernel adds to the restored windows
             memory.levels = None
