@@ -11,9 +11,7 @@ wall clock. docs/design.md "Interval-invariant detection" says why.
 from __future__ import annotations
 
 import math
-import re
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Callable
@@ -21,6 +19,8 @@ from typing import Callable
 import msgspec
 
 from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, observe_record
+from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
+    Feature, _peaks, _template, end_all, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.features_compile import level_names
@@ -29,41 +29,6 @@ from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
 
 SAMPLED = frozenset(m for m, spec in MEASUREMENTS.items() if spec.counters)  # polled, not events
-_FIELD = re.compile(r"\{([A-Za-z0-9_]+)\}")
-
-
-def _template(text: str) -> list[tuple[bool, str]]:
-    parts, pos = [], 0
-    for m in _FIELD.finditer(text):
-        if m.start() > pos:
-            parts.append((False, text[pos:m.start()]))
-        parts.append((True, m.group(1)))
-        pos = m.end()
-    if pos < len(text):
-        parts.append((False, text[pos:]))
-    return parts
-
-
-def _peaks(peaks: dict[str, float], rule: Rule, feats: dict) -> None:
-    for f in rule.features:
-        v = feats.get(f)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > peaks.get(f, float("-inf")):
-            peaks[f] = float(v)
-
-
-def end_all(symptoms: dict, out: list[Symptom]) -> None:
-    """End of input: every symptom in `symptoms` ends at its last sign, into `out`."""
-    for sym in symptoms.values():
-        sym.end = sym.last
-        out.append(sym)
-    symptoms.clear()
-
-
-def symptom_key(rule_id: str, entity_id: str, start: float) -> str:
-    return f"{rule_id}@{entity_id}@{start:.3f}"
-
-
-Feature = bool | int | float | str | None
 
 
 def needed(rule: Rule, interval: float) -> int:
@@ -99,19 +64,6 @@ class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):
     probes: dict[str, str] = {}  # device -> a sampled series of it (its silence counts its intervals)
     levels: list[tuple[str, str, LevelWire]] = []  # rule id, series: a level rule's windows (engine.baseline)
     runs: list[tuple[str, str, str, int]] = []  # rule id, entity id, series, misses: a for_s rule's run
-
-
-def pending_out(out: list[Symptom], live: Iterable[Symptom]) -> list[str | SymptomWire]:
-    ids = {id(s) for s in live}
-    return [s.key if id(s) in ids else symptom_to_wire(s) for s in out]
-
-
-def restore_out(out: list[str | SymptomWire], live: Iterable[Symptom]) -> list[Symptom]:
-    by_key = {s.key: s for s in live}
-    try:
-        return [by_key[x] if isinstance(x, str) else symptom_from_wire(x) for x in out]
-    except KeyError as exc:
-        raise ValueError(f"a pending symptom {exc} is neither active nor silent") from None
 
 
 @dataclass
