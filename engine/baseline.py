@@ -14,11 +14,13 @@ of both windows), in seconds of event time:
   sample): it moves only when most of the window moved, which is what "persists" means
   in contract section 8, at any interval.
 - The windows stretch to at least `min_samples` samples of the series' interval (30 s
-  polling needs 90 s for three), and the baseline is judged only once half of it is
-  covered: a series must have a past before it can leave it. A comparison with a
-  baseline needs more: `compare_samples` (12) in the recent window and twice that in
-  the baseline, whatever the interval (6 min and 12 min at 30 s polling; nothing
-  changes at 1 s), because two medians of a few noisy samples differ by chance.
+  polling needs 90 s for three); the recent window is judged only once the series' data
+  covers it (a median of a series' first few buckets is a burst's), and the baseline
+  only once half of it is covered: a series must have a past before it can leave it. A
+  comparison with a baseline needs more: `compare_samples` (12) in the recent window
+  and twice that in the baseline, whatever the interval (6 min and 12 min at 30 s
+  polling; nothing changes at 1 s), because two medians of a few noisy samples differ
+  by chance.
 - The verdict is taken when a bucket closes and holds for the records until the next.
 
 Pure: no clock, no I/O; its state is a checkpointable `LevelWire`.
@@ -126,6 +128,9 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
         del times[:drop], values[:drop]
     split = bisect_right(times, cut)  # values[:split] the baseline, values[split:] the recent window
     st.verdict, st.baseline = False, None
+    if not times or times[0] > cut + max(level.bucket_s, interval):
+        st.recent = None  # a series younger than its recent window: a median of its first
+        return  # seconds is a burst's (a checkpoint at the start of a replay), not a level
     st.recent = quantile(sorted(values[split:]), level.quantile) if len(values) - split >= level.min_samples else None
     if st.recent is None:
         return

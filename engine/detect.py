@@ -11,9 +11,7 @@ wall clock. docs/design.md "Interval-invariant detection" says why.
 from __future__ import annotations
 
 import math
-import re
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Callable
@@ -21,6 +19,8 @@ from typing import Callable
 import msgspec
 
 from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, observe_record
+from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
+    Feature, _peaks, _template, end_all, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.features_compile import level_names
@@ -29,41 +29,6 @@ from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
 
 SAMPLED = frozenset(m for m, spec in MEASUREMENTS.items() if spec.counters)  # polled, not events
-_FIELD = re.compile(r"\{([A-Za-z0-9_]+)\}")
-
-
-def _template(text: str) -> list[tuple[bool, str]]:
-    parts, pos = [], 0
-    for m in _FIELD.finditer(text):
-        if m.start() > pos:
-            parts.append((False, text[pos:m.start()]))
-        parts.append((True, m.group(1)))
-        pos = m.end()
-    if pos < len(text):
-        parts.append((False, text[pos:]))
-    return parts
-
-
-def _peaks(peaks: dict[str, float], rule: Rule, feats: dict) -> None:
-    for f in rule.features:
-        v = feats.get(f)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > peaks.get(f, float("-inf")):
-            peaks[f] = float(v)
-
-
-def end_all(symptoms: dict, out: list[Symptom]) -> None:
-    """End of input: every symptom in `symptoms` ends at its last sign, into `out`."""
-    for sym in symptoms.values():
-        sym.end = sym.last
-        out.append(sym)
-    symptoms.clear()
-
-
-def symptom_key(rule_id: str, entity_id: str, start: float) -> str:
-    return f"{rule_id}@{entity_id}@{start:.3f}"
-
-
-Feature = bool | int | float | str | None
 
 
 def needed(rule: Rule, interval: float) -> int:
@@ -98,19 +63,7 @@ class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):
     intervals: list[tuple[str, str, float]] = []  # rule id, entity id: the interval its run is judged in
     probes: dict[str, str] = {}  # device -> a sampled series of it (its silence counts its intervals)
     levels: list[tuple[str, str, LevelWire]] = []  # rule id, series: a level rule's windows (engine.baseline)
-
-
-def pending_out(out: list[Symptom], live: Iterable[Symptom]) -> list[str | SymptomWire]:
-    ids = {id(s) for s in live}
-    return [s.key if id(s) in ids else symptom_to_wire(s) for s in out]
-
-
-def restore_out(out: list[str | SymptomWire], live: Iterable[Symptom]) -> list[Symptom]:
-    by_key = {s.key: s for s in live}
-    try:
-        return [by_key[x] if isinstance(x, str) else symptom_from_wire(x) for x in out]
-    except KeyError as exc:
-        raise ValueError(f"a pending symptom {exc} is neither active nor silent") from None
+    runs: list[tuple[str, str, str, int]] = []  # rule id, entity id, series, misses: a for_s rule's run
 
 
 @dataclass
@@ -138,6 +91,9 @@ class Detector:
     # The anomaly scorer (engine.ports.AnomalyScorer): fed the same features, ticked with the rules.
     scorer: AnomalyScorer | None = None
     levels: dict[tuple[str, str], LevelState] = field(default_factory=dict)  # (level rule, series) -> its windows
+    # series -> {(for_s rule, entity): samples of that series its condition missed since
+    # the run of hits began}: a run that misses too many is broken (`_missed`).
+    runs: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
     _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -179,6 +135,9 @@ class Detector:
             return
         compute, levels = entry
         out = self.extractor.run(metric, compute)
+        runs = self.runs.get(metric.series) if self.runs else None
+        if runs:
+            self._missed(metric.series, runs, () if out is None else out[1])
         if out is None:
             return
         lv = None  # the level rules' values (compile_plan's level tuple)
@@ -213,6 +172,27 @@ class Detector:
                 return
         for rule in fired:
             self._hit(rule, metric, feats)
+
+    def _missed(self, series: str, runs: dict[tuple[str, str], int], fired) -> None:
+        """A sample of `series` on which a for_s rule with a run of hits did not fire: the
+        condition did not hold then. A run holds through a stray miss (a value at the
+        threshold) but breaks once the misses pass a quarter of its samples: bursts that
+        recur every few samples (collective phases every minute at 30 s polling) never
+        add up to a condition that held for for_s seconds. A sample never sent is no
+        miss (the window bounds those)."""
+        ids = {r.id for r in fired} if fired else ()
+        for key in list(runs):
+            if key[0] in ids:
+                continue
+            dq = self.hits.get(key)
+            misses = runs[key] + 1
+            if dq is None or misses * 4 > len(dq) + misses:
+                self.hits.pop(key, None)
+                del runs[key]
+            else:
+                runs[key] = misses
+        if not runs:
+            del self.runs[series]
 
     def _levels(self, metric: Metric, levels: LevelPlan, lv: tuple) -> list | None:
         """The record into its level rules' windows (`baseline.observe_record`). The kernel
@@ -258,9 +238,14 @@ class Detector:
             window = max(rule.within_s, (need + 1) * iv)
             while dq[0][0] < ts - window:
                 dq.popleft()
+            runs = self.runs.get(metric.series) if rule.for_s > 0 and rule.level is None else None
             if len(dq) < need:
+                if rule.for_s > 0 and rule.level is None:
+                    self.runs.setdefault(metric.series, {}).setdefault(key, 0)
                 return None
             del self.hits[key]
+            if runs is not None:
+                runs.pop(key, None)
             start = dq[0][0]
             sym = Symptom(
                 key=symptom_key(rule.id, eid, start), kind=rule.symptom, family=rule.family,
@@ -314,6 +299,12 @@ class Detector:
             if dq[-1][0] < now - max(rule.within_s, (needed(rule, iv) + 1) * iv):
                 del self.hits[key]
                 intervals.pop(key, None)
+        if self.runs:
+            for series, runs in list(self.runs.items()):
+                for key in [k for k in runs if k not in self.hits]:
+                    del runs[key]
+                if not runs:
+                    del self.runs[series]
         for rule in self.rules.silence:
             for device, seen in self.last_seen.items():
                 if device in self.silent or self.roles.get(device) not in rule.roles:
@@ -355,7 +346,8 @@ class Detector:
             last_seen=dict(self.last_seen), silent={d: symptom_to_wire(s) for d, s in self.silent.items()},
             clock=self.clock, unresolved_entities=self.unresolved_entities, out=pending_out(self._out, live),
             intervals=[(r, e, iv) for (r, e), iv in self.intervals.items()], probes=dict(self.probes),
-            levels=[(r, series, st.to_wire()) for (r, series), st in self.levels.items()])
+            levels=[(r, series, st.to_wire()) for (r, series), st in self.levels.items()],
+            runs=[(r, e, series, n) for series, runs in self.runs.items() for (r, e), n in runs.items()])
 
     def restore(self, state: DetectorState) -> None:
         """Continue from `state`; ValueError (before any change) if it names a rule this
@@ -375,5 +367,8 @@ class Detector:
         self.intervals = {(r, e): iv for r, e, iv in state.intervals}
         self.probes = dict(state.probes)
         self.levels = {(r, series): LevelState.from_wire(w) for r, series, w in state.levels}
+        self.runs = {}
+        for r, e, series, n in state.runs:
+            self.runs.setdefault(series, {})[(r, e)] = n
         for memory in self.extractor.series.values():  # the kernel adds to the restored windows
             memory.levels = None

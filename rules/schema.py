@@ -79,7 +79,8 @@ class Rule:
     """A threshold rule on one measurement, judged in the sample interval `I` of the
     series it reads (engine.detect): raises a symptom when its condition is true in at
     least `need = max(hits, ceil(for_s / I) + 2)` samples (for_s > 0) within max(within_s, (need + 1) x I)
-    seconds; the symptom ends after max(clear_s, clear_samples x I) seconds without a
+    seconds, in a row for a for_s rule (a run breaks once the samples its condition
+    misses pass a quarter of it); the symptom ends after max(clear_s, clear_samples x I) seconds without a
     hit. At 1 s sampling and `for_s` 0 that is `hits` within `within_s`, ending after
     `clear_s`."""
 

@@ -153,3 +153,35 @@ def test_loud_pause_is_one_loud_symptom_at_every_interval_and_a_loud_burst_none(
         for d in (1.0, 2.0, 3.0):
             for a in (100.0 - d / 2, 100.0 - 0.1, 100.3):
                 assert verdict(nic_timeline(interval, (a, d))) == [], (interval, d, a)
+
+
+def bursts_timeline(interval: float, *, every: float, d: float, length: float = 900.0) -> list[str]:
+    """leaf01:swp1 pausing at RATE for `d` s every `every` s (collective phases)."""
+    lines = []
+    for k in range(int(length // interval) + 1):
+        t = k * interval
+        done = sum(max(0.0, min(t, a + d) - a) for a in range(60, int(t) + 1, int(every)))
+        fields = {"pfc_3_tx_pkts": int(round(RATE * done)), "oper_status": "up", "admin_status": "up"}
+        lines.append(json.dumps({"name": "switch_port", "tags": {"host": "leaf01", "interface": "swp1"},
+                                 "fields": fields, "timestamp": int(round((T0 + k * interval) * 1000))}))
+    return lines
+
+
+def test_bursts_that_recur_every_other_sample_do_not_add_up_to_a_persistent_condition():
+    """A for_s rule's hits must come from samples in a row: a sample its condition misses
+    breaks the run once misses pass a quarter of it. Before, 6 s phases every minute at
+    30 s polling hit every other sample, three hits within the 120 s window, and started
+    a symptom that never ended."""
+    for interval in (10, 30):
+        assert verdict(bursts_timeline(interval, every=60, d=6)) == [], interval
+    for interval in INTERVALS:  # a phase of 50 s every minute is pause most of the time
+        assert verdict(bursts_timeline(interval, every=60, d=50)) == PAUSE, interval
+
+
+def test_a_level_is_not_judged_before_the_series_covers_its_recent_window():
+    """A NIC whose first seconds of telemetry hold a burst of pause (a checkpoint at the
+    start of a replay): the sustained-pause level rule's 60 s median of two or three
+    buckets was the burst's."""
+    for interval in (1, 5, 10):
+        lines = nic_timeline(interval, (2.0, 8.0), share=0.02, length=300.0)
+        assert verdict(lines) == [], interval
