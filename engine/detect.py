@@ -2,7 +2,8 @@
 
 Persistence is judged in event seconds with a floor in samples of the series' own
 interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a rule's
-symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples within
+symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples (+ 1 for
+a gauge, `instant`, once they span for_s) within
 max(within_s, (that + 1) x I) and ends after max(clear_s, clear_samples x I) without a
 hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x
 its interval). Time is the event time of the records and of `advance(watermark)`: no
@@ -39,7 +40,10 @@ def needed(rule: Rule, interval: float) -> int:
     whatever the interval and however strong the episode was."""
     if rule.for_s <= 0:
         return rule.hits
-    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 2)
+    # A gauge (`instant`) is read at the sample's instant, not over the interval: an
+    # episode shorter than for_s holds at most ceil(for_s / I) samples, provided their
+    # times span for_s (`_hit` checks that: jitter may bring samples closer than I).
+    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + (1 if rule.instant else 2))
 
 
 def clear_after(rule: Rule, interval: float) -> float:
@@ -239,7 +243,7 @@ class Detector:
             while dq[0][0] < ts - window:
                 dq.popleft()
             runs = self.runs.get(metric.series) if rule.for_s > 0 and rule.level is None else None
-            if len(dq) < need:
+            if len(dq) < need or (rule.instant and ts - dq[0][0] < rule.for_s):
                 if rule.for_s > 0 and rule.level is None:
                     self.runs.setdefault(metric.series, {}).setdefault(key, 0)
                 return None

@@ -18,7 +18,7 @@ from contract.measurements import MEASUREMENTS, known_features
 from rules.schema import ENTITY_KINDS, OPS, Condition, Level, Rule, RuleSet, SilenceRule
 
 RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "for_s", "clear_s",
-             "clear_samples", "severity", "opens_incident", "at_once", "entity", "entity_kind", "description", "level"}
+             "clear_samples", "severity", "opens_incident", "at_once", "instant", "entity", "entity_kind", "description", "level"}
 LEVEL_KEYS = {"feature", "recent_s", "baseline_s", "bucket_s", "min_samples", "compare_samples", "quantile", "above", "ratio", "rise"}
 SILENCE_KEYS = {"id", "symptom", "family", "silence", "severity", "opens_incident", "description"}
 ROLES = ("spine", "superspine", "leaf", "host", "storage")
@@ -152,6 +152,7 @@ def _rule(src: str, raw: dict) -> Rule:
         severity=float(_number(src, rid, raw, "severity", 0.5, lo=0, hi=1)),
         opens_incident=_bool(src, rid, raw, "opens_incident", True),
         at_once=_bool(src, rid, raw, "at_once", False),
+        instant=_bool(src, rid, raw, "instant", False),
         entity_kind=kind, entity=entity, source=src, report=tuple(report), level=level,
     )
 

@@ -78,7 +78,7 @@ class Level:
 class Rule:
     """A threshold rule on one measurement, judged in the sample interval `I` of the
     series it reads (engine.detect): raises a symptom when its condition is true in at
-    least `need = max(hits, ceil(for_s / I) + 2)` samples (for_s > 0) within max(within_s, (need + 1) x I)
+    least `need = max(hits, ceil(for_s / I) + 2)` samples (for_s > 0; one fewer for an `instant` rule) within max(within_s, (need + 1) x I)
     seconds, in a row for a for_s rule (a run breaks once the samples its condition
     misses pass a quarter of it); the symptom ends after max(clear_s, clear_samples x I) seconds without a
     hit. At 1 s sampling and `for_s` 0 that is `hits` within `within_s`, ending after
@@ -99,6 +99,10 @@ class Rule:
     # (engine/credible.py), the rule's own persistence (hits, for_s) being the wait.
     at_once: bool = False
     for_s: float = 0.0  # the condition must hold this long (event seconds), whatever the interval
+    # The condition reads gauges, the state at the sample's instant (a queue's occupancy),
+    # not a count over the interval: n samples then span (n - 1) x I of it, so one sample
+    # fewer proves `for_s` (engine.detect.needed), once their times span `for_s`.
+    instant: bool = False
     clear_samples: float = 3.0  # ... and the symptom lasts at least this many intervals past its last hit
     entity_kind: str = "interface"
     entity: str = ""  # template over tags and fields, e.g. "{host}:{interface}"
