@@ -22,6 +22,11 @@ of both windows), in seconds of event time:
   polling; nothing changes at 1 s), because two medians of a few noisy samples differ
   by chance.
 - The verdict is taken when a bucket closes and holds for the records until the next.
+- Opening needs the sustained level; clearing needs only the newest data back within
+  bounds: a verdict ends once every bucket covering the last `SETTLE_S` seconds of
+  event time is (two buckets at 1-10 s polling, the newest sample at 30-60 s), not
+  when the recent median has let go of the fault (half its window later). The settle
+  time is the hysteresis: a fault that eases for less than it keeps its verdict.
 
 Pure: no clock, no I/O; its state is a checkpointable `LevelWire`.
 """
@@ -35,6 +40,9 @@ from typing import Callable
 import msgspec
 
 from rules.schema import Level
+
+# Seconds of event time of data back within bounds that end a verdict (module docstring).
+SETTLE_S = 20.0
 
 
 def quantile(s: list[float], q: float) -> float:
@@ -138,7 +146,19 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
         if split < level.min_samples or times[0] > cut - baseline_s / 2:
             return  # no past yet (or too little of it) to leave
         st.baseline = quantile(sorted(values[:split]), level.quantile)
-    st.verdict = level.holds(st.recent, st.baseline)
+    st.verdict = level.holds(st.recent, st.baseline) and not _settled(level, times, values, st.baseline)
+
+
+def _settled(level: Level, times: list, values: list, baseline: float | None) -> bool:
+    """Whether the newest buckets covering SETTLE_S of event time (a bucket covers the
+    time since the one before it closed) are all within the rule's bounds."""
+    edge = times[-1] - SETTLE_S
+    for k in range(len(times) - 1, -1, -1):
+        if level.holds(values[k], baseline):
+            return False
+        if k and times[k - 1] <= edge:
+            return True
+    return True
 
 
 @dataclass(frozen=True, slots=True)

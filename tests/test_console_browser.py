@@ -47,6 +47,8 @@ def cut(telemetry: Path, out: Path, *, before: float) -> Path:
 
 @pytest.fixture(scope="module")
 def demo(scenario_dir) -> tuple[Path, dict]:
+    # 560 s, not the demo's 480: its slow storage ends at 400 s, the storage rise rule's
+    # symptom up to a bucket and engine.baseline.SETTLE_S later, and resolve-after adds 60 s
     folder = scenario_dir("demo", duration=560.0)
     return folder, json.loads((folder / "truth.json").read_text())
 

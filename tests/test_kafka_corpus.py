@@ -11,9 +11,6 @@ KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_corpus.py
 """
 from __future__ import annotations
 
-# (The pfc_storm runs here last 400 s, not 300: these tests compare incident statuses with
-# replay's, and a worker, with no end-of-file flush, resolves only once event time has passed
-# the last symptom's end plus resolve-after; the sustained-pause level rule ends ~40 s after the storm.)
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -193,7 +190,7 @@ def _check_run(run: Run) -> None:
 def test_the_corpus_through_a_worker_is_dead_lettered_as_expected_and_changes_no_incident(
         tmp_path, scenario_dir, kafka_bootstrap):
     """The corpus on a telemetry topic of its own, read by the worker beside the fabric's."""
-    run = _run(tmp_path, scenario_dir("pfc_storm", duration=400.0), kafka_bootstrap, corpus_topic="fabric.telemetry.corpus",
+    run = _run(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap, corpus_topic="fabric.telemetry.corpus",
                wait_s=60)
     _record(run, "own topic")
     _check_run(run)
@@ -206,7 +203,7 @@ def test_the_corpus_through_a_worker_is_dead_lettered_as_expected_and_changes_no
 
 
 def test_the_corpus_in_the_fabrics_own_partitions_changes_no_incident(tmp_path, scenario_dir, kafka_bootstrap):
-    run = _run(tmp_path, scenario_dir("pfc_storm", duration=400.0), kafka_bootstrap, corpus_topic="fabric.telemetry", wait_s=15)
+    run = _run(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap, corpus_topic="fabric.telemetry", wait_s=15)
     _record(run, "fabric's partitions")
     _check_run(run)  # (the corpus's own letters are right even here)
     assert run.unwanted() == {}, f"{sum(map(len, run.unwanted().values()))} good records lettered"

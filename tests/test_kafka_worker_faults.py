@@ -3,9 +3,6 @@ the start and mid-stream), a PostgreSQL outage mid-stream. Each ends with the re
 
 KAFKA_BOOTSTRAP=127.0.0.1:9092 pytest tests/test_kafka_worker_faults.py
 """
-# (The pfc_storm runs here last 400 s, not 300: these tests compare incident statuses with
-# replay's, and a worker, with no end-of-file flush, resolves only once event time has passed
-# the last symptom's end plus resolve-after; the sustained-pause level rule ends ~40 s after the storm.)
 import gzip
 import os
 import threading
@@ -80,7 +77,7 @@ def _record(host, ts, **fields) -> dict:
 
 def test_hostile_records_are_dead_lettered_with_their_bytes_and_the_rest_is_diagnosed_as_replay_does(
         tmp_path, scenario_dir, kafka_bootstrap):
-    folder = scenario_dir("pfc_storm", duration=400.0)
+    folder = scenario_dir("pfc_storm")
     lines = list(open_lines(folder / "telemetry.jsonl.gz"))
     first = orjson.loads(lines[0])
     ts = (first["metrics"][0] if "metrics" in first else first)["timestamp"]
@@ -141,7 +138,7 @@ def test_a_refused_checkpoint_is_never_used_and_the_stage_rebuilt_from_input(tmp
 
     from streams import state
 
-    folder = scenario_dir("pfc_storm", duration=400.0)
+    folder = scenario_dir("pfc_storm")
     _, expected, _ = replay_scenario(folder)
     fleet = Fleet(tmp_path, folder, kafka_bootstrap)
     keys = [f"detect:{fleet.prefix}fabric.telemetry:{p}" for p in range(4)] + [f"correlate:{fleet.prefix}fabric.symptoms"]
@@ -203,7 +200,7 @@ def test_a_checkpoint_refused_mid_stream_is_rebuilt_from_the_partitions_earliest
     is published twice, and nothing the crafted values hold runs."""
     from streams import state
 
-    folder = scenario_dir("pfc_storm", duration=400.0)
+    folder = scenario_dir("pfc_storm")
     _, expected, _ = replay_scenario(folder)
     first, rest = _halves(folder, tmp_path)
     fleet = Fleet(tmp_path, folder, kafka_bootstrap)
@@ -260,7 +257,7 @@ def test_a_checkpoint_refused_mid_stream_is_rebuilt_from_the_partitions_earliest
 def test_a_store_outage_mid_stream_loses_no_incident_change(tmp_path, scenario_dir, kafka_bootstrap):
     if not os.path.isdir("/usr/lib/postgresql") and not os.environ.get("PG_BIN"):
         pytest.skip("no PostgreSQL server binaries (scripts/pg-dev installs them as root)")
-    folder = scenario_dir("pfc_storm", duration=400.0)
+    folder = scenario_dir("pfc_storm")
     _, expected, _ = replay_scenario(folder)
     pg = PgDev()
     fleet = Fleet(tmp_path, folder, kafka_bootstrap, db=pg.start())

@@ -41,6 +41,8 @@ def replay_args(folder: Path, db: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def demo(scenario_dir) -> Path:
+    # 560 s, not the demo's 480: its slow storage ends at 400 s, the storage rise rule's
+    # symptom up to a bucket and engine.baseline.SETTLE_S later, and resolve-after adds 60 s
     return scenario_dir("demo", duration=560.0)
 
 
