@@ -75,12 +75,16 @@ CLASSES: dict[str, ModelClass] = {
             _f("if_in_fec_not_correctable_frames_rate", "rx_errors", "errors", 0.5),
             _f("if_in_fec_correctable_frames_rate", "rx_errors", "errors", 2),
             _f("if_in_fec_symbol_errors_rate", "rx_errors", "errors", 5),
-            _f("pfc_tx_pkts_rate", "pfc_pause_tx", "pfc", 2),
-            _f("pfc_rx_pkts_rate", "pfc_pause_rx", "pfc", 2),
-            _f("ecn_marked_packets_rate", "ecn_marking", "congestion", 50),
+            # A switch port's pause and marks are the workload's (collective phases, a
+            # ramp) or relayed from elsewhere (a victim, never a pause origin): evidence.
+            _f("pfc_tx_pkts_rate", "pfc_pause_tx", "pfc", 2, opens=False),
+            _f("pfc_rx_pkts_rate", "pfc_pause_rx", "pfc", 2, opens=False),
+            _f("ecn_marked_packets_rate", "ecn_marking", "congestion", 50, opens=False),
         )),
         ModelClass("queue", "switch_queue", "interface", "{host}:{interface}", (
-            _f("curr_occupancy_bytes", "queue_congested", "congestion", 20_000),
+            # A queue that fills without marking or dropping is a busy link that drops
+            # nothing (a job ramping up): healthy, contract section 8. Evidence only.
+            _f("curr_occupancy_bytes", "queue_congested", "congestion", 20_000, opens=False),
             _f("dropped_packets_rate", "microburst", "microburst", 1),
         )),
         ModelClass("nic", "nic_port", "interface", "{host}:{interface}", (

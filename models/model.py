@@ -25,6 +25,7 @@ fabric is healthy.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ def anomaly_scores(forest: IsolationForest, X: np.ndarray) -> np.ndarray:
     return -forest.score_samples(X)
 
 Z_CAP = 50.0
+SEEN_Z = 0.45  # a reading within the entity's clean range scores at most this share of z_min
 MAD_K = 1.4826  # MAD -> standard deviation for normal data
 
 
@@ -66,6 +68,8 @@ class ClassModel:
     z_min: float
     windows: int  # training windows seen
     rel: np.ndarray | None = None  # relative spread floor per feature (None: 0, models of before)
+    ceiling: np.ndarray | None = None  # (entities, features): the highest training window (None: models of before)
+    pooled_ceiling: np.ndarray | None = None
 
     # --- training -------------------------------------------------------------------
     @classmethod
@@ -85,20 +89,25 @@ class ClassModel:
         rows = np.array([index[k] for k in keys], dtype=np.int64)
         med = np.zeros((len(order), len(features)))
         scale = np.zeros_like(med)
+        ceiling = np.zeros_like(med)
         for i in range(len(order)):
             x = values[rows == i]
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a feature never reported: NaN
                 m = np.nanmedian(x, axis=0) if len(x) else np.full(len(features), np.nan)
                 mad = np.nanmedian(np.abs(x - m), axis=0) if len(x) else np.full(len(features), np.nan)
+                top = np.nanmax(x, axis=0) if len(x) else np.full(len(features), np.nan)
             med[i] = np.where(np.isnan(m), 0.0, m)
+            ceiling[i] = np.where(np.isnan(top), med[i], top)
             spread = MAD_K * np.where(np.isnan(mad), 0.0, mad)
             scale[i] = np.maximum(spread, rel_a * np.abs(med[i])) + floors_a
         for j, i, k in smooth or ():  # a smoothed mean is never calmer than white noise allows
             scale[:, j] = np.maximum(scale[:, j] - floors_a[j], k * (scale[:, i] - floors_a[i])) + floors_a[j]
         pooled_med = np.median(med, axis=0) if len(order) else np.zeros(len(features))
         pooled_scale = np.median(scale, axis=0) if len(order) else floors_a.copy()
+        pooled_ceiling = np.median(ceiling, axis=0) if len(order) else np.zeros(len(features))
         model = cls(name, tuple(features), floors_a, index, med, scale, pooled_med, pooled_scale,
-                    None, 1.0, z_min, int(len(values)), rel_a)
+                    None, 1.0, z_min, int(len(values)), rel_a, ceiling, pooled_ceiling)
         z = model._z(values, med[rows], scale[rows])
         if len(z) >= 2:
             rng = np.random.default_rng(seed)
@@ -116,6 +125,16 @@ class ClassModel:
         with np.errstate(invalid="ignore"):
             z = (values - med) / scale
         return np.clip(np.nan_to_num(z, nan=0.0), 0.0, Z_CAP)
+
+    def _seen_before(self, z: np.ndarray, keys: list[str], values: np.ndarray) -> np.ndarray:
+        """A reading no higher than the entity's own clean history reached (its highest
+        training window, per column: a collective phase, a checkpoint it had then) is not
+        news, however far above the median: its z is held below the forest's band."""
+        rows = np.fromiter((self.keys.get(k, -1) for k in keys), dtype=np.intp, count=len(keys))
+        ceil = self.ceiling[rows]
+        ceil[rows < 0] = self.pooled_ceiling
+        held = np.minimum(z, SEEN_Z * self.z_min)
+        return np.where(values > ceil, z, held)
 
     def baseline(self, key: str, online: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(median, scale) of an entity: learned online, else trained, else pooled."""
@@ -140,6 +159,8 @@ class ClassModel:
             if pooled.any():
                 meds[pooled], scales[pooled] = self.pooled_med, self.pooled_scale
         z = self._z(values, meds, scales)
+        if self.ceiling is not None:
+            z = self._seen_before(z, keys, values)
         top = z.max(axis=1)
         out = [Verdict(keys[i], float(top[i]), None, z[i], values[i]) for i in np.flatnonzero(top >= self.z_min)]
         # The forest decides only between half and all of z_min: above, the z score alone does.

@@ -97,7 +97,8 @@ class ScorerState(msgspec.Struct, frozen=True):
 @dataclass
 class ModelScorer:
     models: "ModelSet"
-    hits: int = 2  # anomalous windows of an episode before its evidence symptom
+    hits: int = 2  # anomalous windows of data an episode needs for its evidence symptom ...
+    evidence_s: float = 10.0  # ... spanning this much event time
     clear_windows: int = 3  # clear_s = this many windows of event time
     open_s: float = 20.0  # event time an episode spans before it may open an incident ...
     strong_hits: int = 3  # ... with this many windows at z_min on the robust score alone
@@ -222,6 +223,9 @@ class ModelScorer:
             values = self.smoother.rows(keys, means)
             online = self.online.setdefault(cls, {}) if self.learn_rate else None
             z, verdicts = model.score(keys, values, online)
+            # A window whose own means are not up is the smoothed mean's tail after a
+            # burst, not the anomaly going on: it counts as normal data.
+            verdicts = [v for v in verdicts if self._live(cls, v)]
             slots = dict(zip(keys, slots_of))
             bad = {v.key for v in verdicts}
             for v in verdicts:
@@ -255,7 +259,7 @@ class ModelScorer:
             if st.strong == 0:
                 st.strong_first = start
             st.strong, st.strong_last = st.strong + 1, end
-        if st.count < self.hits:
+        if st.count < self.hits or st.last - st.first < self.evidence_s:
             return
         sustained = st.strong_last - st.strong_first >= self.open_s and st.strong >= self.strong_hits
         sym = self.active.get(k)
@@ -264,11 +268,24 @@ class ModelScorer:
             self._out.append(sym)
             sym = None
         if sym is None:
-            sym = self._symptom(cls, slot, verdict, st.first, sustained=sustained)
+            # Evidence spans what its windows prove: an anomaly in two windows in a row may
+            # be two samples either side of their boundary (a 2 s burst), so it lasts from
+            # the end of its first window to the start of its latest. A sustained symptom
+            # has proved its strong run (open_s) and keeps the episode's start.
+            w = self.models.window_s
+            sym = self._symptom(cls, slot, verdict, st.first if sustained else st.first + w, sustained=sustained)
             self.active[k] = sym
             self._out.append(sym)
-        sym.last = end
+        sym.last = end if sym.rule.endswith(SUSTAINED) else max(sym.start, start)
         self._evidence(sym, cls, verdict)
+
+    def _live(self, cls: str, verdict) -> bool:
+        """Whether a window's anomaly is going on in it: some feature that reached half
+        of z_min at either horizon has its own window mean up (z >= STRONG_WINDOW_Z)."""
+        n = len(CLASSES[cls].features)
+        z = verdict.z
+        top = np.maximum(z[:n], z[n:2 * n])
+        return bool(np.any((top >= self.models.classes[cls].z_min / 2) & (z[:n] >= STRONG_WINDOW_Z)))
 
     def _strong(self, cls: str, verdict) -> bool:
         """A window that counts toward opening: a feature reached z_min on its robust

@@ -6,7 +6,8 @@ The split keeps no history of its own (each run starts at its fault plan's start
 one is generated per run: the run's own fabric spec and shape (truth `realism`), the
 `clean` scenario (no fault, the same kinds of benign phenomena), the run's sample
 intervals, jitter, missed, duplicate and late rates and its persistent phenomena (flat
-FEC floors, clock skew: `PERSISTENT`), all read from its truth.json. The
+FEC floors, clock skew: `PERSISTENT`) and its physics constants (FEC noise, storage
+latency, buffers, MTU, ECN knee), all read from its truth.json. The
 simulator seed is the run's plus HISTORY_SEED_OFFSET, so a clean run's history is not
 the run itself, and the benign phenomena are drawn from that seed (other blips, bursts
 and operations than the run's). The history covers the same event-time span as a clean
@@ -27,8 +28,10 @@ import time
 from pathlib import Path
 
 from .deliver import apply
-from .fabric import Fabric, FabricSpec
-from .realism import Phenomenon, draw
+from dataclasses import replace
+
+from .fabric import Fabric, FabricSpec, Physics
+from .realism import Phenomenon, draw, draw_events
 from .scenarios import simulate
 from .shapes import reshape
 
@@ -51,9 +54,15 @@ def build_history(run: Path, out: Path, *, duration: float = DEFAULT_DURATION) -
     seed = int(truth["seed"]) + HISTORY_SEED_OFFSET
     split = truth.get("split", "tune")
     out = Path(out)
-    hist = simulate(out=out, scenario="clean", seed=seed, fabric=spec, duration=duration,
-                    label=f"{truth['scenario']}-history")
     rng = random.Random(f"{seed}:{split}:history")
+    # The fabric's physics (its optics' FEC noise, its targets' latency, buffers, MTU, ECN
+    # knee) is what the fabric *is*: the run's. Its workload events (job ramp-ups, an idle
+    # port) are drawn anew, as for a clean run of the split, below the same ECN knee.
+    physics = _physics(real.get("physics"))
+    ceiling = round(min(0.9, physics.ecn_knee - 0.03), 3)
+    events = tuple(replace(e, ceiling=ceiling) for e in draw_events(rng, split=split, busy=[], duration=duration))
+    hist = simulate(out=out, scenario="clean", seed=seed, fabric=spec, duration=duration,
+                    label=f"{truth['scenario']}-history", physics=physics, benign=events)
     params = draw(rng, split=split, fabric=fab, start=hist["start"], duration=duration)
     t0, t1 = hist["start"] + 5, hist["start"] + duration - 5  # as realism.draw spans a run
     params.phenomena = [p for p in params.phenomena if p.kind not in PERSISTENT] + [
@@ -66,9 +75,17 @@ def build_history(run: Path, out: Path, *, duration: float = DEFAULT_DURATION) -
     hist = json.loads((out / "truth.json").read_text())
     hist.update(counts)
     hist["history_of"] = truth["scenario"]
-    hist["realism"] = params.describe() | {"shape": real["shape"], "fabric_spec": real["fabric_spec"]}
+    hist["realism"] = params.describe() | {"shape": real["shape"], "fabric_spec": real["fabric_spec"],
+                                           "physics": real.get("physics"), "events": hist.get("benign", [])}
     (out / "truth.json").write_text(json.dumps(hist, indent=2) + "\n")
     return hist
+
+
+def _physics(drawn: dict | None) -> Physics:
+    """The run's physics constants (truth realism.physics), or the default (older splits)."""
+    if not drawn:
+        return Physics()
+    return Physics(**(drawn | {"storage_latency_ms": tuple(drawn["storage_latency_ms"])}))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -191,15 +191,17 @@ def test_the_realism_layer_never_imports_the_engine():
 
 def test_a_runs_history_is_clean_on_its_fabric_delivered_as_the_run_is(tmp_path):
     """sim.history: the run's fabric, shape, sample intervals and persistent phenomena
-    (flat FEC floors, clock skew), no fault, another seed than the run's."""
+    (flat FEC floors, clock skew) and physics constants, no fault, another seed than the run's."""
     from sim.history import HISTORY_SEED_OFFSET, PERSISTENT, build_history
 
-    run = build(_short("tune", "fec_creep", TUNE_SEED + 9), out=tmp_path / "run", split="tune")
+    build(_short("tune", "fec_creep", TUNE_SEED + 9), out=tmp_path / "run", split="tune")
+    run = json.loads((tmp_path / "run" / "truth.json").read_text())
     hist = build_history(tmp_path / "run", tmp_path / "hist", duration=60)
     assert hist["faults"] == [] and hist["clean"] and hist["history_of"] == run["scenario"]
     assert hist["seed"] == run["seed"] + HISTORY_SEED_OFFSET
-    for k in ("intervals", "jitter_s", "missed", "shape", "fabric_spec"):
+    for k in ("intervals", "jitter_s", "missed", "shape", "fabric_spec", "physics"):
         assert hist["realism"][k] == run["realism"][k]
+    assert hist["physics"] == run["realism"]["physics"]  # what the simulator ran with (its FEC noise, ...)
     keep = sorted((p["kind"], p["host"], p["interface"], p["fields"]["skew_s"] if "skew_s" in p["fields"] else 0)
                   for p in run["realism"]["phenomena"] if p["kind"] in PERSISTENT)
     got = sorted((p["kind"], p["host"], p["interface"], p["fields"]["skew_s"] if "skew_s" in p["fields"] else 0)
