@@ -25,6 +25,7 @@ from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.features_compile import level_names
 from engine.ports import AnomalyScorer
+from engine.samples import add as add_sample
 from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
 
@@ -44,11 +45,21 @@ def _template(text: str) -> list[tuple[bool, str]]:
     return parts
 
 
-def _peaks(peaks: dict[str, float], rule: Rule, feats: dict) -> None:
+def _evidence(sym: Symptom, rule: Rule, feats: dict, ts: float) -> None:
+    """The rule's features of one record into the symptom: their peaks, and a sample of
+    each (engine/samples.py: bounded, the peak and the first and last kept)."""
+    peaks, samples = sym.metrics, sym.samples
     for f in rule.features:
         v = feats.get(f)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > peaks.get(f, float("-inf")):
-            peaks[f] = float(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = float(v)
+            if v > peaks.get(f, float("-inf")):
+                peaks[f] = v
+            series = samples.get(f)
+            if series is None:
+                samples[f] = [(ts, v)]
+            else:
+                add_sample(series, ts, v)
 
 
 def end_all(symptoms: dict, out: list[Symptom]) -> None:
@@ -267,12 +278,14 @@ class Detector:
                 entity=Entity(rule.entity_kind, eid), device=metric.tags["host"],
                 start=start, last=ts, severity=rule.severity, rule=rule.id,
             )
-            for _, earlier in dq:
-                _peaks(sym.metrics, rule, earlier)
+            for at, earlier in dq:
+                _evidence(sym, rule, earlier, at)
             self.active[key] = sym
             self._out.append(sym)
+            sym.last = ts
+            return sym
         sym.last = ts
-        _peaks(sym.metrics, rule, feats)
+        _evidence(sym, rule, feats, ts)
         return sym
 
     def _interval(self, series: str) -> float:
