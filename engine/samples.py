@@ -3,16 +3,20 @@ series of (event time, value) samples.
 
 A series never holds more than `CAP` points, however long the symptom lasts and whatever
 its sample interval: when it would, `compact` keeps its first and its newest sample and,
-of the others, the largest of each of CAP // 2 equal stretches of event time between
-them (the earliest of equals). So the peak, the first and the last point always survive,
-older stretches are as finely drawn as newer ones after each compaction, and a point
-costs O(1) amortised (a compaction of CAP points every CAP // 2 or so appends).
+of the others, the largest of each stretch of event time between them (the earliest of
+equals), the stretches at most CAP // 2, as wide as a power of two of seconds, on a grid
+from the first sample. So the peak, the first and the last point always survive, each
+compaction leaves between about CAP // 4 and CAP // 2 points evenly spread over the
+symptom's life, and a point costs O(1) amortised (a compaction of CAP points every
+CAP // 2 or so appends).
 
 The state is the list alone (no width or counter beside it), so a series written to a
 checkpoint or a topic and read back continues exactly as the one that was never sent.
 Pure: no clock, no I/O.
 """
 from __future__ import annotations
+
+import math
 
 CAP = 120  # points per metric series of one symptom
 
@@ -34,11 +38,13 @@ def add(series: Series, ts: float, value: float, cap: int = CAP) -> None:
 
 
 def compact(series: Series, cap: int = CAP) -> None:
-    """Keep the first and last sample and the largest of each of cap // 2 equal
-    stretches of time between them, in place."""
+    """Keep the first and last sample and the largest of each stretch of time between
+    them, in place (the module's docstring says which stretches)."""
     first, last = series[0], series[-1]
     t0 = first[0]
-    width = (last[0] - t0) / max(1, cap // 2)
+    # A power of two of seconds, on a grid from the first sample: each compaction's
+    # stretches are unions of the last one's, so points merge whole, never straddled.
+    width = 2.0 ** math.ceil(math.log2((last[0] - t0) / max(1, cap // 2)))
     kept = [first]
     bucket = None
     for point in series[1:-1]:
