@@ -59,6 +59,12 @@ class SymptomPublic(_Public):
     severity: float
     metrics: dict[str, Any]
     rule: str
+    samples: dict[str, list[tuple[float, float]]] = Field(
+        default_factory=dict,
+        description="the metrics that drove it over its life: per metric [[unix seconds, value], ...] in "
+                    "event-time order, at most 120 points (the peak, the first and the last kept); "
+                    "empty for symptoms stored before samples were, and for silences",
+    )
 
 
 class IncidentPublic(_Public):

@@ -91,7 +91,7 @@ class Correlator:
     # --- input -----------------------------------------------------------------------
     def add(self, symptom: Symptom) -> None:
         """A symptom started or ended (the same key again means an update)."""
-        s = dataclasses.replace(symptom, metrics=dict(symptom.metrics))
+        s = symptom.snapshot()
         if s.family == ADMIN_DOWN_FAMILY:  # an operator's doing: marks incidents, joins none
             if (s.end is None) != (s.entity.id in self.admin_down):
                 self._recheck(s.entity.id)  # a candidate on that link is judged again (engine/credible.py)

@@ -21,7 +21,7 @@ import msgspec
 
 from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, observe_record
 from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
-    Feature, _peaks, _template, end_all, pending_out, restore_out, symptom_key)
+    Feature, _evidence, _template, end_all, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.features_compile import level_names
@@ -256,12 +256,14 @@ class Detector:
                 entity=Entity(rule.entity_kind, eid), device=metric.tags["host"],
                 start=start, last=ts, severity=rule.severity, rule=rule.id,
             )
-            for _, earlier in dq:
-                _peaks(sym.metrics, rule, earlier)
+            for at, earlier in dq:
+                _evidence(sym, rule, earlier, at)
             self.active[key] = sym
             self._out.append(sym)
+            sym.last = ts
+            return sym
         sym.last = ts
-        _peaks(sym.metrics, rule, feats)
+        _evidence(sym, rule, feats, ts)
         return sym
 
     def _interval(self, series: str) -> float:

@@ -1,4 +1,4 @@
-"""The detector's small pure helpers: rule entity templates, evidence peaks, the
+"""The detector's small pure helpers: rule entity templates, evidence (peaks and samples), the
 symptoms pending a drain and their checkpoint form (engine/detect.py, models/scorer.py)."""
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
+from engine.samples import add as add_sample
 from engine.types import Symptom
 from rules.schema import Rule
 
@@ -25,11 +26,21 @@ def _template(text: str) -> list[tuple[bool, str]]:
     return parts
 
 
-def _peaks(peaks: dict[str, float], rule: Rule, feats: dict) -> None:
+def _evidence(sym: Symptom, rule: Rule, feats: dict, ts: float) -> None:
+    """The rule's features of one record into the symptom: their peaks, and a sample of
+    each (engine/samples.py: bounded, the peak and the first and last kept)."""
+    peaks, samples = sym.metrics, sym.samples
     for f in rule.features:
         v = feats.get(f)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > peaks.get(f, float("-inf")):
-            peaks[f] = float(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = float(v)
+            if v > peaks.get(f, float("-inf")):
+                peaks[f] = v
+            series = samples.get(f)
+            if series is None:
+                samples[f] = [(ts, v)]
+            else:
+                add_sample(series, ts, v)
 
 
 def end_all(symptoms: dict, out: list[Symptom]) -> None:

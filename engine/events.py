@@ -71,6 +71,8 @@ class SymptomWire(TypedDict):
     severity: float
     metrics: dict[str, float]
     rule: str
+    # (added after format 2 was first written: a symptom of an older checkpoint or event has none)
+    samples: NotRequired[dict[str, list[tuple[float, float]]]]
 
 
 class JobWire(TypedDict):
@@ -114,12 +116,16 @@ def _from_doc(doc: dict) -> StageEvent:
 
 
 def symptom_to_wire(s: Symptom) -> dict:
-    """Lossless (float seconds), unlike the contract's display form `Symptom.to_dict`."""
-    return {
+    """Lossless (float seconds), unlike the contract's display form `Symptom.to_dict`.
+    Samples only when there are some: a symptom without is written as before them."""
+    doc = {
         "key": s.key, "kind": s.kind, "family": s.family, "entity": [s.entity.kind, s.entity.id],
         "device": s.device, "start": s.start, "last": s.last, "end": s.end, "severity": s.severity,
         "metrics": dict(s.metrics), "rule": s.rule,
     }
+    if s.samples:
+        doc["samples"] = {name: list(points) for name, points in s.samples.items()}
+    return doc
 
 
 def symptom_from_wire(d: dict) -> Symptom:
@@ -128,4 +134,5 @@ def symptom_from_wire(d: dict) -> Symptom:
         key=d["key"], kind=d["kind"], family=d["family"], entity=Entity(kind, eid), device=d["device"],
         start=d["start"], last=d["last"], end=d["end"], severity=d["severity"],
         metrics=dict(d["metrics"]), rule=d["rule"],
+        samples={name: [(t, v) for t, v in points] for name, points in (d.get("samples") or {}).items()},
     )

@@ -236,7 +236,7 @@ class DetectStage:
             else:
                 told.pop(s.key, None)
             # A snapshot: the detector keeps updating its own symptom after this tick.
-            snap = dataclasses.replace(s, metrics=dict(s.metrics))
+            snap = s.snapshot()
             self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
         self._refresh(now)
         self._events.append(StageEvent(TICK, now, self.source))
@@ -259,7 +259,7 @@ class DetectStage:
             sent = told.get(s.key)
             if sent is not None and (s.last - s.start) // step > (sent - s.start) // step:
                 told[s.key] = s.last
-                snap = dataclasses.replace(s, metrics=dict(s.metrics))
+                snap = s.snapshot()
                 self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
 
     def finish(self) -> None:

@@ -5,13 +5,14 @@ Times are event times in float seconds since the Unix epoch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # The contract's entity kinds, causes and ids live in contract/ (imported by every layer).
 from contract.entities import (  # noqa: F401  (names the stages use with the types below)
     CAUSE_ENTITY_KIND, CAUSES, HOST, INTERFACE, JOB, LINK, STORAGE, SWITCH, device_of, interface_id, link_id,
 )
 from contract.times import rfc3339  # noqa: F401
+from engine.samples import copied, display
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -77,10 +78,16 @@ class Symptom:
     severity: float = 0.5  # 0..1
     metrics: dict[str, float] = field(default_factory=dict)  # peak feature values
     rule: str = ""
+    # metric -> its values over the symptom's life, [(event time, value)], bounded (engine/samples.py)
+    samples: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
         return self.end is None
+
+    def snapshot(self) -> Symptom:
+        """A copy that the detector's later updates of this symptom leave as it is."""
+        return replace(self, metrics=dict(self.metrics), samples=copied(self.samples))
 
     def to_dict(self) -> dict:
         return {
@@ -95,6 +102,7 @@ class Symptom:
             "severity": round(self.severity, 3),
             "metrics": {k: round(v, 3) for k, v in sorted(self.metrics.items())},
             "rule": self.rule,
+            "samples": display(self.samples),  # (beyond contract section 6: accept more)
         }
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from engine.detect import end_all, pending_out, restore_out
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
+from engine.samples import add as sample
 from engine.types import Entity, Symptom
 from models.catalogue import BY_MEASUREMENT, CLASSES
 from models.windows import CutterState, Smoother, SmootherState, WindowCutter, symptom_entity
@@ -318,10 +319,13 @@ class ModelScorer:
     @staticmethod
     def _evidence(sym: Symptom, cls: str, verdict) -> None:
         """Peaks over the symptom's life: the largest robust score, the forest's score
-        when it was consulted, and the driving features with their values and z."""
+        when it was consulted, and the driving features with their values and z. The
+        robust score and the values of the features reported so far are sampled at the
+        window's end too (engine/samples.py), a point per window."""
         names = CLASSES[cls].model_features
         m = sym.metrics
         m["anomaly_z"] = max(m.get("anomaly_z", 0.0), round(verdict.z_max, 2))
+        sample(sym.samples.setdefault("anomaly_z", []), sym.last, round(verdict.z_max, 2))
         if verdict.forest is not None:
             m["forest_score"] = max(m.get("forest_score", 0.0), round(verdict.forest, 4))
         for i in np.argsort(-verdict.z)[:REPORTED]:
@@ -333,3 +337,7 @@ class ModelScorer:
             v = float(verdict.values[i])
             if v == v:  # not NaN
                 m[name] = max(m.get(name, float("-inf")), v)
+        for i, name in enumerate(names):
+            v = float(verdict.values[i])
+            if name in m and v == v:
+                sample(sym.samples.setdefault(name, []), sym.last, v)

@@ -63,7 +63,8 @@ def make_incident(
             {"key": f"k{n}", "kind": "pfc_pause_tx", "family": "pfc",
              "entity": {"kind": "interface", "id": entity}, "device": entity.split(":")[0],
              "start": at(opened), "last": at(opened + 0.5), "end": None if resolved is None else at(resolved),
-             "severity": 0.8, "metrics": {"tx_pause_rate": 12000.0}, "rule": "pfc_tx_pause"},
+             "severity": 0.8, "metrics": {"tx_pause_rate": 12000.0}, "rule": "pfc_tx_pause",
+             "samples": {"tx_pause_rate": [[1764400000.0, 9000.0], [1764400000.5, 12000.0]]}},
         ],
     }
 

@@ -53,7 +53,8 @@ GLOBEX = {"job_id": "4243", "tenant": "globex", "hosts": GLOBEX_HOSTS}
 def symptom(key: str, entity: str, kind: str = "interface", at: str = "2025-11-29T07:00:00.000Z") -> dict:
     return {"key": key, "kind": "pfc_pause_tx", "family": "pfc", "entity": {"kind": kind, "id": entity},
             "device": entity.split(":")[0], "start": at, "last": at, "end": None, "severity": 0.9,
-            "metrics": {"tx_pause_rate": 1000.0}, "rule": "pfc_pause_tx"}
+            "metrics": {"tx_pause_rate": 1000.0}, "rule": "pfc_pause_tx",
+            "samples": {"tx_pause_rate": [[1764399840.0, 400.0], [1764399841.0, 1000.0]]}}
 
 
 def incident(iid: str, opened: str, cause: str, entity: dict, jobs: list[tuple[dict, str]], symptoms: list[dict],

@@ -164,7 +164,7 @@ def test_the_incident_page_shows_causes_evidence_timeline_jobs_and_the_topology(
     plotted = [e.get_attribute("data-metric") for e in chromium.find_elements("css selector", "#plots svg.plot")]
     evidence = {m for ev in incident["root_causes"][0]["evidence"] for m in ev["metrics"]}
     assert plotted and set(plotted) <= evidence
-    assert chromium.find_elements("css selector", "#plots svg.plot path.series")
+    assert_plots_follow_the_samples(chromium, incident)
     bars = chromium.find_elements("css selector", "#timeline rect.tl-bar")
     assert sorted(b.get_attribute("data-symptom") for b in bars) == sorted(s["key"] for s in incident["symptoms"])
     assert texts(chromium, "#jobs tbody tr td:first-child") == fault["affected_jobs"]
@@ -186,6 +186,28 @@ def test_the_incident_page_shows_causes_evidence_timeline_jobs_and_the_topology(
     chromium.get(f"{console.base}/console/#/incident/inc-nope")  # an unknown id: the API's 404, said on the page
     browser.wait_until(lambda: any("404" in t and "inc-nope" in t for t in texts(chromium, ".error")), timeout=WAIT,
                        what="the 404 shown on the page")
+
+
+def assert_plots_follow_the_samples(driver, incident: dict) -> None:
+    """Each drawn line is a stored symptom's samples of that plot's metric, point for point:
+    as many points, x an increasing affine map of the time, y a decreasing one of the value."""
+    by_key = {s["key"]: s for s in incident["symptoms"]}
+    lines = driver.find_elements("css selector", "#plots svg.plot polyline.samples")
+    assert lines, "no plot draws samples"
+    for line in lines:
+        metric = driver.execute_script("return arguments[0].closest('svg').dataset.metric", line)
+        stored = by_key[line.get_attribute("data-symptom")]["samples"][metric]
+        drawn = [tuple(map(float, p.split(","))) for p in line.get_attribute("points").split()]
+        assert len(drawn) == len(stored) > 1
+        for axis, values, sign in ((0, [t for t, _ in stored], 1), (1, [v for _, v in stored], -1)):
+            lo, hi = min(range(len(values)), key=values.__getitem__), max(range(len(values)), key=values.__getitem__)
+            if values[hi] == values[lo]:
+                assert len({p[axis] for p in drawn}) == 1
+                continue
+            scale = (drawn[hi][axis] - drawn[lo][axis]) / (values[hi] - values[lo])
+            assert sign * scale > 0
+            for p, v in zip(drawn, values):
+                assert abs(p[axis] - (drawn[lo][axis] + scale * (v - values[lo]))) <= 0.2, (metric, axis, p, v)
 
 
 def test_the_fabric_page_draws_every_device_by_layer_coloured_by_open_incidents(chromium, demo, request, tmp_path):

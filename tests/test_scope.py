@@ -102,3 +102,22 @@ def test_no_host_of_another_tenants_job_survives_scoping(mine, theirs, touched):
     for host in private:
         assert not re.search(rf"(?<!\w){host}(?!\w)", seen), host
     assert '"8"' not in seen and '"b"' not in seen
+
+
+def sampled(entity: str) -> dict:
+    return {**sym(entity), "samples": {"tx_pause_rate": [[1.0, 5.0], [2.0, 9.0]]}}
+
+
+def test_samples_of_another_tenants_host_are_not_in_the_view():
+    """The plots' samples travel inside their symptom: a private host's go with it, the
+    fabric's and the tenant's own hosts' stay, as stored."""
+    incident = inc("pfc_storm", {"kind": "interface", "id": "gpu2:eth0"},
+                   [job("7", "a", ["gpu3"]), job("8", "b", ["gpu2"])],
+                   [sampled("gpu2:eth0"), sampled("leaf1:swp1"), sampled("gpu3:eth0"),
+                    sampled("gpu2:eth0--leaf1:swp2")])
+    seen = scope_incident(incident, tenant="a", fabric=FABRIC)
+    assert [(s["entity"]["id"], s["samples"]) for s in seen["symptoms"]] == [
+        ("leaf1:swp1", {"tx_pause_rate": [[1.0, 5.0], [2.0, 9.0]]}),
+        ("gpu3:eth0", {"tx_pause_rate": [[1.0, 5.0], [2.0, 9.0]]})]
+    theirs = scope_incident(incident, tenant="b", fabric=FABRIC)
+    assert [s["entity"]["id"] for s in theirs["symptoms"]] == ["gpu2:eth0", "leaf1:swp1", "gpu2:eth0--leaf1:swp2"]

@@ -85,6 +85,7 @@ def make_incident(
                 "severity": 0.8,
                 "metrics": {"tx_pause_rate": 12000.0, "rx_pause_rate": 3.5},
                 "rule": "pfc_tx_pause",
+                "samples": {"tx_pause_rate": [[1764400000.0 + i, 11000.0], [1764400001.5 + i, 12000.0]]},
             }
             for i in range(2)
         ],
@@ -443,3 +444,21 @@ def test_sqlite_directory_that_cannot_be_made(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(StoreError, match="cannot create directory"):
         make_engine(f"sqlite:///{tmp_path}/file/sub/x.db")
+
+
+def test_a_store_created_before_samples_opens_and_keeps_them_from_then_on(engine, session):
+    """A store written by the release before: its symptom table has no `samples` column.
+    Opening it adds the column; its old rows read with no samples, new writes keep them."""
+    old = make_incident(1)
+    repo.upsert_incidents(session, incidents=[old])
+    session.commit()
+    with engine.begin() as conn:
+        conn.execute(text('ALTER TABLE "symptom" DROP COLUMN "samples"'))
+    create_schema(engine)  # what the new release does on start
+    with Session(engine) as fresh:
+        before = repo.get_incident(fresh, incident_id=old["id"])
+        assert [s["samples"] for s in before["symptoms"]] == [{}, {}]
+        assert before == {**old, "symptoms": [{**s, "samples": {}} for s in old["symptoms"]]}
+        repo.upsert_incidents(fresh, incidents=[make_incident(2)])
+        fresh.commit()
+        assert repo.get_incident(fresh, incident_id=make_incident(2)["id"]) == make_incident(2)

@@ -99,7 +99,7 @@ def create_schema(engine: Engine) -> None:
 
 
 def _add_missing_columns(engine: Engine) -> None:
-    """Columns added to a table after a store was created (`incident.maintenance`), added to
+    """Columns added to a table after a store was created (`incident.maintenance`, `symptom.samples`), added to
     that store: `create_all` makes missing tables only. Only columns with a default or
     NULL allowed are ever added this way, so existing rows stay valid."""
     inspector = inspect(engine)

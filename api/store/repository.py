@@ -311,6 +311,7 @@ def _symptom_columns(iid: str, position: int, s: dict) -> dict[str, Any]:
         "severity": _number(_require(s, "severity", iid), iid, "symptom severity"),
         "metrics": _json(dict(s.get("metrics") or {}), iid, "symptom metrics"),
         "rule": s.get("rule") or "",
+        "samples": _json(dict(s.get("samples") or {}), iid, "symptom samples"),
     }
 
 
@@ -358,6 +359,7 @@ def _incident_dict(
                 "severity": s.severity,
                 "metrics": s.metrics,
                 "rule": s.rule,
+                "samples": s.samples or {},
             }
             for s in symptoms
         ],

@@ -108,6 +108,8 @@ class SymptomRow(SQLModel, table=True):
     severity: float
     metrics: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     rule: str
+    # metric -> [[unix seconds, value], ...] (engine/samples.py); NULL: stored before samples were
+    samples: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class TopologyRow(SQLModel, table=True):

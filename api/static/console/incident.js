@@ -45,7 +45,7 @@ async function draw(page, inc) {
       h("section", {}, h("h2", {}, "Root causes"), causes(inc)),
       h("section", {}, h("h2", {}, "Affected jobs"), jobs(inc))),
     h("section", {}, h("h2", {}, "Evidence"), h("p", { class: "hint" },
-      "Each plot is one metric of the top cause's evidence: the peak the engine stored for each symptom, over the time that symptom lasted."),
+      "Each plot is one metric of the top cause's evidence, a line per symptom: the values the engine sampled over the symptom's life (at most 120 points, the peak kept), or a bar at its peak for a symptom stored without samples."),
     h("div", { class: "plots", id: "plots" }, plots(inc, t0, t1))),
     h("section", {}, h("h2", {}, `Symptoms (${inc.symptoms.length})`),
       symptomTimeline([...inc.symptoms].sort((a, b) => ms(a.start) - ms(b.start)), t0, t1)),
@@ -88,9 +88,12 @@ function plots(inc, t0, t1) {
   for (const ev of (top && top.evidence) || []) {
     for (const m of Object.keys(ev.metrics || {})) if (!metrics.includes(m)) metrics.push(m);
   }
+  const sampled = (m) => inc.symptoms.some((s) => ((s.samples || {})[m] || []).length);
+  metrics.sort((a, b) => sampled(b) - sampled(a)); // (stable: metrics with samples first, else in evidence order)
   const out = metrics.slice(0, MAX_PLOTS).map((metric) => {
     const series = inc.symptoms.filter((s) => typeof s.metrics[metric] === "number")
-      .map((s) => ({ label: `${s.kind} · ${s.entity.id}`, start: s.start, end: s.end || s.last, value: s.metrics[metric] }));
+      .map((s) => ({ label: `${s.kind} · ${s.entity.id}`, key: s.key, start: s.start, end: s.end || s.last,
+        value: s.metrics[metric], samples: (s.samples || {})[metric] || [] }));
     return series.length ? metricPlot(metric, series, t0, t1) : null;
   }).filter(Boolean);
   return out.length ? out : [h("p", { class: "empty" }, "no metric in the evidence")];
