@@ -2,7 +2,7 @@
 
 Persistence is judged in event seconds with a floor in samples of the series' own
 interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a rule's
-symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples (+ 1 for
+symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples (+ 1 instead for
 a gauge, `instant`, once they span for_s) within
 max(within_s, (that + 1) x I) and ends after max(clear_s, clear_samples x I) without a
 hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x

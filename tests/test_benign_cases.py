@@ -16,19 +16,8 @@ import random
 
 import pytest
 
-from engine.pipeline import Pipeline
-from engine.topology import Topology
-from rules.loader import load_rules
+from tests.test_gray_faults import NICS, PORTS, T0, incidents  # the same small fabric and pipeline run
 
-T0 = 1764400000
-RULES = load_rules(None)
-LINKS = [("leaf1:swp51", "spine1:swp1"), ("leaf1:swp52", "spine2:swp1"),
-         ("leaf2:swp51", "spine1:swp2"), ("leaf2:swp52", "spine2:swp2"),
-         ("gpu1:eth0", "leaf1:swp1"), ("gpu2:eth0", "leaf1:swp2"),
-         ("gpu3:eth0", "leaf2:swp1"), ("gpu4:eth0", "leaf2:swp2"), ("stor1:eth0", "leaf2:swp3")]
-TOPO = Topology.from_links(roles={}, links=LINKS)
-PORTS = [x for pair in LINKS for x in pair if not x.startswith(("gpu", "stor"))]
-NICS = [x for pair in LINKS for x in pair if x.startswith(("gpu", "stor"))]
 UPLINKS = [p for p in PORTS if p.startswith("leaf") and ":swp5" in p]
 INTERVALS = (1, 5, 10, 30)
 # Bursts of ECN that recur within every sample interval average, at 30 s polling, into a
@@ -113,23 +102,6 @@ def _record(fab: Fabric, series: str, t: float) -> str:
         name, tags = "storage", {"host": host, "kind": "lustre_ost", "name": "ost0"}
         fields |= {"iops_in_progress": 1}
     return json.dumps({"name": name, "tags": tags, "fields": fields, "timestamp": int(round((T0 + t) * 1000))})
-
-
-def incidents(lines: list[str]) -> list[tuple[str, str]]:
-    """(top cause, entity) of every incident the pipeline published."""
-    pipe = Pipeline(rules=RULES, topology=TOPO)
-    seen: dict[str, tuple[str, str]] = {}
-
-    def take():
-        for inc in pipe.changes():
-            top = min(inc["root_causes"], key=lambda rc: rc["rank"])
-            seen.setdefault(inc["id"], (top["cause"], top["entity"]["id"]))
-    for line in sorted(lines, key=lambda x: json.loads(x)["timestamp"]):
-        pipe.feed(line)
-        take()
-    pipe.finish()
-    take()
-    return sorted(seen.values())
 
 
 # --- healthy but unusual: a high, flat corrected-FEC floor ------------------------------

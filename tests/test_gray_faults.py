@@ -102,9 +102,9 @@ def telemetry(interval: int, *, fec=None, pci=None, storage=None, pause=None) ->
     return [line for _, line in sorted(ex.lines, key=lambda x: x[0])]
 
 
-def incidents(lines: list[str]) -> list[tuple[str, str]]:
+def incidents(lines: list[str], topology: Topology = TOPO) -> list[tuple[str, str]]:
     """(top cause, entity) of every incident the pipeline published."""
-    pipe = Pipeline(rules=RULES, topology=TOPO)
+    pipe = Pipeline(rules=RULES, topology=topology)
     seen: dict[str, tuple[str, str]] = {}
 
     def take():

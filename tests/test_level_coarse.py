@@ -14,12 +14,10 @@ import random
 import pytest
 
 from engine.baseline import windows
-from engine.pipeline import Pipeline
 from engine.topology import Topology
-from rules.loader import load_rules
+from tests.test_gray_faults import RULES, incidents  # one pipeline run, (top cause, entity) per incident
 
 T0 = 1764400000
-RULES = load_rules(None)
 NICS = [f"gpu{k}:eth0" for k in range(1, 41)]
 TOPO = Topology.from_links(roles={}, links=[(nic, f"leaf{1 + k % 2}:swp{k}") for k, nic in enumerate(NICS, 1)]
                            + [("leaf1:swp51", "spine1:swp1"), ("leaf2:swp51", "spine1:swp2")])
@@ -41,29 +39,14 @@ def telemetry(interval: int, hours: float, *, rise_at: float | None = None, seed
     return lines
 
 
-def incidents(lines: list[str], topology: Topology = TOPO) -> list[tuple[str, str]]:
-    pipe = Pipeline(rules=RULES, topology=topology)
-    seen: dict[str, tuple[str, str]] = {}
-    for line in lines:
-        pipe.feed(line)
-        for inc in pipe.changes():
-            top = min(inc["root_causes"], key=lambda rc: rc["rank"])
-            seen.setdefault(inc["id"], (top["cause"], top["entity"]["id"]))
-    pipe.finish()
-    for inc in pipe.changes():
-        top = min(inc["root_causes"], key=lambda rc: rc["rank"])
-        seen.setdefault(inc["id"], (top["cause"], top["entity"]["id"]))
-    return sorted(seen.values())
-
-
 @pytest.mark.parametrize("interval", [30, 60])
 def test_clean_nics_polled_every_30_or_60_s_open_nothing_for_hours(interval):
-    assert incidents(telemetry(interval, 6)) == []
+    assert incidents(telemetry(interval, 6), TOPO) == []
 
 
 @pytest.mark.parametrize("interval", [10, 30])
 def test_a_stall_that_rises_and_stays_is_found_at_coarse_polling(interval):
-    assert incidents(telemetry(interval, 2, rise_at=3600)) == [("nic_degraded", "gpu1:eth0")]
+    assert incidents(telemetry(interval, 2, rise_at=3600), TOPO) == [("nic_degraded", "gpu1:eth0")]
 
 
 def test_a_comparison_holds_enough_samples_whatever_the_interval():
