@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .events import ms
 from .fabric import NIC, Fabric
-from .jobs import hostlist
+from .jobs import Job, hostlist
+from .paths import affected_jobs
 from .realism import SEP
 
 SHAPES = {"tune": ("two_tier", "two_tier", "rails"), "test": ("two_tier", "rails", "three_tier")}
@@ -137,6 +138,30 @@ def _expand(expr: str) -> list[str]:
     return out
 
 
+def host_level_truth(fab: Fabric, truth: dict, names: dict[str, tuple[str, str]]) -> dict:
+    """Each fault's affected jobs as contract section 6 defines them on the rail fabric
+    (before renaming). Job placements name hosts, not NICs (contract section 2), so a job
+    on a rail host holds every NIC of that host: its paths are those between all of its
+    hosts' NICs, and a fault on any of them, or on any rail leaf they reach, touches it.
+    The generator's traffic uses only the NICs the job's endpoints were before the
+    renaming; the jobs that traffic reaches are kept as `affected_jobs_by_nic` (what a
+    NIC-level placement could name), not scored."""
+    index = {e.name: e.index for e in fab.endpoints}
+    nics: dict[str, list[int]] = {}  # rail host -> every endpoint that became one of its NICs
+    for old, (host, _) in names.items():
+        nics.setdefault(host, []).append(index[old])
+    jobs = []
+    for j in truth.get("jobs", []):
+        hosts = sorted({i for h in j["hosts"] for i in nics.get(names.get(h, (h, ""))[0], [index[h]])})
+        jobs.append(Job(j["job_id"], j["tenant"], "", tuple(hosts), tuple(index[s] for s in j.get("storage", [])),
+                        0.0, j["start"], j["end"]))
+    for f in truth.get("faults", []):
+        f["affected_jobs_by_nic"] = f["affected_jobs"]
+        f["affected_jobs"] = affected_jobs(fab, jobs, cause=f["cause"], kind=f["entity"]["kind"],
+                                           entity=f["entity"]["id"], start=f["start"], end=f["end"])
+    return truth
+
+
 def _rails(folder: Path, fab: Fabric) -> dict:
     names = rail_names(fab)
     pattern = re.compile(r"\b(gpu\d+)(:eth0)?\b")
@@ -147,6 +172,7 @@ def _rails(folder: Path, fab: Fabric) -> dict:
         host, iface = names[m.group(1)]
         return f"{host}:{iface}" if m.group(2) else host
 
+    truth = host_level_truth(fab, json.loads((folder / "truth.json").read_text()), names)
     dot = (folder / "topology.dot").read_text()
     node = re.compile(r'^\s*"gpu\d+" \[function="host"\]\n', re.M)
     hosts = sorted({h for h, _ in names.values()})
@@ -161,7 +187,7 @@ def _rails(folder: Path, fab: Fabric) -> dict:
         rec["fields"]["nodes"] = hostlist(new)
         jobs.append(json.dumps(rec, separators=SEP))
     (folder / "jobs.jsonl").write_text("\n".join(jobs) + "\n")
-    truth = json.loads(pattern.sub(sub, (folder / "truth.json").read_text()))
+    truth = json.loads(pattern.sub(sub, json.dumps(truth)))
     for job in truth.get("jobs", []):
         job["hosts"] = sorted(set(job["hosts"]))
     (folder / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
