@@ -3,10 +3,12 @@ shared links?
 
 A job's hosts need not be saturated one by one: with oversubscribed uplinks, many hosts
 at 60-80 % of line rate fill them. So each congested switch-to-switch link's load is
-split over the running jobs whose hosts send across it: a job's load is the sum of its
-hosts' NIC transmit utilisation (from the busy and saturated NICs the detector reports),
-and a job sends across a link when the link lies on the ECMP paths between its hosts
-(every equal-cost path: the engine cannot know the switches' hash). A job whose share of
+split over the running jobs whose hosts send across it: a job's load there is the sum of
+its hosts' NIC transmit utilisation (from the busy NICs the detector reports), each
+host's counted for the share of its traffic to the job's other hosts whose shortest
+paths leave through the congested port (its egress), and a job sends across a link when
+the link lies on the ECMP paths between its hosts (every equal-cost path: the engine
+cannot know the switches' hash). A job whose share of
 a congested shared link is dominant, on a link that another running job also crosses (a
 neighbour to hurt), is the noisy neighbour there.
 """
@@ -46,13 +48,17 @@ def shared_link(topology: Topology, interface: str) -> str | None:
 
 def dominant_jobs(*, congested: Iterable[Symptom], load: dict[str, float], jobs: Iterable[Job],
                   topology: Topology, share: float = 0.6, min_hosts: int = 2) -> dict[str, Attribution]:
-    """The jobs that dominate at least one congested shared link, by job id."""
-    by_link: dict[str, float] = {}
+    """The jobs that dominate at least one congested shared link, by job id. Congestion is
+    a port's egress, so a job's load there is what its hosts send through that port
+    (`Topology.egress_shares`): a job spread over many leaves does not fill one leaf's
+    uplinks with the traffic of its hosts elsewhere."""
+    by_port: dict[str, tuple[str, float]] = {}  # congested egress interface -> (its link, start)
     for s in congested:
         link = shared_link(topology, s.entity.id)
         if link is not None:
-            by_link[link] = min(by_link.get(link, s.start), s.start)
-    if not by_link:
+            seen = by_port.get(s.entity.id)
+            by_port[s.entity.id] = (link, min(seen[1], s.start) if seen else s.start)
+    if not by_port:
         return {}
     jobs = list(jobs)
     every_storage = tuple(topology.devices("storage"))
@@ -61,19 +67,24 @@ def dominant_jobs(*, congested: Iterable[Symptom], load: dict[str, float], jobs:
     sends = {j.job_id: topology.job_links(hosts=j.hosts, storage=()) for j in jobs}
     paths = {j.job_id: topology.job_links(hosts=j.hosts, storage=every_storage if j.storage is None else j.storage)
              for j in jobs}
-    loads = {j.job_id: sum(load.get(h, 0.0) for h in j.hosts) for j in jobs}
     busy = {j.job_id: sum(1 for h in j.hosts if load.get(h, 0.0) > 0) for j in jobs}
     found: dict[str, list[tuple[str, float, float]]] = {}
-    for link, start in sorted(by_link.items()):
-        crossing = [j.job_id for j in jobs if link in sends[j.job_id]]
-        total = sum(loads[j] for j in crossing)
+    for port, (link, start) in sorted(by_port.items()):
+        crossing = [j for j in jobs if link in sends[j.job_id]]
+        loads = {j.job_id: _egress_load(j, port, load, topology) for j in crossing}
+        total = sum(loads.values())
         if not crossing or total <= 0:
             continue
-        top = max(crossing, key=lambda j: (loads[j], j))
+        top = max(loads, key=lambda j: (loads[j], j))
         if not any(link in paths[j.job_id] for j in jobs if j.job_id != top):
             continue  # nobody else on the link: a busy job, not a noisy neighbour
         part = loads[top] / total
         if part >= share and busy[top] >= min_hosts:
             found.setdefault(top, []).append((link, part, start))
-    return {j: Attribution(j, round(min(p for _, p, _ in xs), 3), tuple(x for x, _, _ in xs),
+    return {j: Attribution(j, round(min(p for _, p, _ in xs), 3), tuple(sorted({x for x, _, _ in xs})),
                            min(t for _, _, t in xs)) for j, xs in found.items()}
+
+
+def _egress_load(job: Job, port: str, load: dict[str, float], topology: Topology) -> float:
+    shares = topology.egress_shares(hosts=job.hosts, interface=port)
+    return sum(load.get(h, 0.0) * shares.get(h, 0.0) for h in job.hosts)

@@ -63,6 +63,7 @@ class Topology:
         self._ecmp_cache: dict[tuple[str, str], frozenset[str]] = {}
         self._group_cache: dict[tuple[frozenset[str], frozenset[str]], _GroupPaths] = {}
         self._job_cache: OrderedDict[tuple, tuple[frozenset[str], frozenset[str]]] = OrderedDict()
+        self._egress_cache: OrderedDict[tuple[frozenset[str], str], dict[str, float]] = OrderedDict()
 
     # ----------------------------------------------------------------- building
 
@@ -170,6 +171,45 @@ class Topology:
     def job_devices(self, *, hosts: Iterable[str], storage: Iterable[str]) -> frozenset[str]:
         """Devices on those paths, and the job's own hosts even when no path leaves them."""
         return self._job_paths(hosts=hosts, storage=storage)[1]
+
+    def egress_shares(self, *, hosts: Iterable[str], interface: str) -> dict[str, float]:
+        """Per host of a job, the share of its traffic to the job's other hosts (spread
+        evenly over them) whose shortest paths may leave through `interface` onto its link:
+        on a leaf's uplink only what its own hosts send off the leaf, on a spine's port
+        down to a leaf only what is sent to the job's hosts under that leaf. A host on
+        rail leaves counts whole (a rail NIC reaches every rail over the spines: see
+        `_compute_group`). Hosts with the same attachment switches share every distance,
+        so a job costs as much as its groups."""
+        key = (frozenset(h for h in hosts if h in self.graph), interface)
+        hit = self._egress_cache.get(key)
+        if hit is None:
+            hit = self._egress_cache[key] = self._egress(*key)
+            if len(self._egress_cache) > _JOB_CACHE_SIZE * 16:
+                self._egress_cache.popitem(last=False)
+        return hit
+
+    def _egress(self, hosts: frozenset[str], interface: str) -> dict[str, float]:
+        peer = self.peer(interface)
+        if peer is None or len(hosts) < 2:
+            return {}
+        near, far = device_of(interface), device_of(peer)
+        groups: dict[frozenset[str], list[str]] = {}
+        for h in sorted(hosts):
+            groups.setdefault(self.attachments(h), []).append(h)
+        out: dict[str, float] = {}
+        for src, members in groups.items():
+            if self._rails(src):
+                out.update((h, 1.0) for h in members)
+                continue
+            me, to_near = members[0], self.distance(members[0], near)
+            crossing = 0
+            for dst, others in groups.items():
+                other = next((x for x in others if x != me), None)
+                total, rest = self.distance(me, other) if other else None, self.distance(far, other) if other else None
+                if to_near is not None and total is not None and rest is not None and to_near + 1 + rest == total:
+                    crossing += len(others) - (dst == src)
+            out.update((h, crossing / (len(hosts) - 1)) for h in members)
+        return out
 
     def _bfs(self, source: str) -> dict[str, int]:
         """Hop distances from `source`, expanding only through switches."""

@@ -1,0 +1,94 @@
+"""Noisy neighbour by attribution (contract section 8), as timelines: NIC load and
+congestion on shared links fed into the correlator in event time, and what it publishes.
+
+Fabric of tests/test_correlation_timeline.py: spine1, spine2; leaf1 (gpu1, gpu2), leaf2
+(gpu3, gpu4, stor1). A job's load on a congested switch-to-switch link is its hosts'
+transmit utilisation (`nic_tx_busy`, reported above half line rate) that crosses it.
+"""
+from __future__ import annotations
+
+from engine.topology import Topology
+from engine.types import Job
+from tests.test_correlation_timeline import T0, episode, run, tops, uplink_congestion
+
+NOISY = Job("7", "acme", "u", "RUNNING", ("gpu1", "gpu3"), (), T0 - 3600, None)
+VICTIM = Job("8", "globex", "u", "RUNNING", ("gpu2", "gpu4"), (), T0 - 3600, None)
+BIG = Job("9", "initech", "u", "RUNNING", ("gpu1", "gpu2", "gpu3", "gpu4"), (), T0 - 3600, None)
+
+
+def busy(host: str, util: float, start: float, end: float) -> list:
+    return episode("nic_tx_busy", f"{host}:eth0", start, end, metrics={"util_tx": util})
+
+
+def test_of_two_busy_jobs_sharing_the_uplinks_the_one_that_fills_them_is_named():
+    # The victim sends too (above half line rate on one host), but the noisy job's two
+    # hosts at 80-85 % carry three quarters of what crosses the congested uplink.
+    load = busy("gpu1", 0.85, 20, 140) + busy("gpu3", 0.8, 20, 140) + busy("gpu2", 0.55, 0, 140)
+    _, published = run(load + uplink_congestion(22, 140), until=240, jobs=[NOISY, VICTIM])
+    assert tops(published) == [("noisy_neighbor", "7")]
+    inc = next(iter(published.values()))
+    assert {j["job_id"] for j in inc["affected_jobs"]} == {"7", "8"}
+
+
+def test_a_big_jobs_all_to_all_phases_open_nothing():
+    # One job on every host; a few seconds of all-to-all every 30 s fill the uplinks with
+    # ECN marks and CNPs (section 8: normal workload, and no other tenant on the links).
+    events = []
+    for k in range(6):
+        t = 20 + 30 * k
+        events += [e for h in BIG.hosts for e in busy(h, 0.9, t, t + 4)] + uplink_congestion(t, t + 4)
+    _, published = run(events, until=300, jobs=[BIG])
+    assert published == {}
+
+
+def test_a_big_job_filling_the_uplinks_alone_is_not_a_noisy_neighbour():
+    # Sustained: a long collective of the only job on those links. Whatever it is, it is
+    # nobody's noisy neighbour.
+    load = [e for h in BIG.hosts for e in busy(h, 0.8, 20, 140)]
+    _, published = run(load + uplink_congestion(22, 140), until=240, jobs=[BIG])
+    assert all(cause != "noisy_neighbor" for cause, _ in tops(published))
+
+
+def test_a_noisy_jobs_collective_phases_beside_a_neighbour_open_nothing():
+    # Phases of a few seconds, even with another tenant on the links, are normal workload.
+    events = []
+    for k in range(6):
+        t = 20 + 30 * k
+        events += busy("gpu1", 0.9, t, t + 4) + busy("gpu3", 0.9, t, t + 4) + uplink_congestion(t, t + 4)
+    _, published = run(events, until=300, jobs=[NOISY, VICTIM])
+    assert published == {}
+
+
+# --- a congested port carries only what is sent through it ----------------------------------
+# Three leaves: leaf1 (gpu1, gpu2), leaf2 (gpu3, gpu4), leaf3 (gpu5, gpu6), each with an
+# uplink to both spines.
+ROLES3 = {"spine1": "spine", "spine2": "spine"} | {f"leaf{k}": "leaf" for k in (1, 2, 3)} \
+    | {f"gpu{k}": "host" for k in range(1, 7)}
+LINKS3 = [(f"leaf{k}:swp5{s}", f"spine{s}:swp{k}") for k in (1, 2, 3) for s in (1, 2)] \
+    + [(f"gpu{h}:eth0", f"leaf{(h + 1) // 2}:swp{2 - h % 2}") for h in range(1, 7)]
+TOPO3 = Topology.from_links(roles=ROLES3, links=LINKS3)
+PAIR = Job("21", "acme", "u", "RUNNING", ("gpu1", "gpu3"), (), T0 - 3600, None)
+WIDE = Job("22", "globex", "u", "RUNNING", ("gpu2", "gpu4", "gpu5", "gpu6"), (), T0 - 3600, None)
+
+
+def test_a_wide_jobs_traffic_elsewhere_does_not_fill_one_leafs_uplinks():
+    # leaf1's uplinks are congested going up. Of what leaf1's hosts send, the pair's gpu1
+    # at 95 % carries more than the wide job's gpu2 at 55 %; the wide job's three other
+    # busy hosts are under leaf2 and leaf3, and none of their traffic leaves leaf1 upward.
+    # Summing every host of each job would make the wide job the noisy one.
+    load = busy("gpu1", 0.95, 20, 140) + busy("gpu3", 0.95, 20, 140) + busy("gpu2", 0.55, 20, 140) \
+        + [e for h in ("gpu4", "gpu5", "gpu6") for e in busy(h, 0.9, 20, 140)]
+    congestion = [e for up in ("leaf1:swp51", "leaf1:swp52") for rule in ("queue_congested", "port_ecn_marking")
+                  for e in episode(rule, up, 22, 140)] + episode("nic_cnp_sent", "gpu4:eth0", 24, 140)
+    _, published = run(load + congestion, until=240, jobs=[PAIR, WIDE], topology=TOPO3)
+    assert tops(published) == [("noisy_neighbor", "21")]
+    inc = next(iter(published.values()))
+    assert {j["job_id"] for j in inc["affected_jobs"]} == {"21", "22"}
+
+
+def test_egress_shares_count_what_a_host_sends_through_the_port():
+    assert TOPO3.egress_shares(hosts=WIDE.hosts, interface="leaf1:swp51") == {
+        "gpu2": 1.0, "gpu4": 0.0, "gpu5": 0.0, "gpu6": 0.0}
+    # spine1's port down to leaf3: what the others send to gpu5 and gpu6 (2 of 3 peers)
+    shares = TOPO3.egress_shares(hosts=WIDE.hosts, interface="spine1:swp3")
+    assert shares == {"gpu2": 2 / 3, "gpu4": 2 / 3, "gpu5": 0.0, "gpu6": 0.0}
