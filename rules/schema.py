@@ -72,7 +72,7 @@ class Level:
         if self.above is not None and recent < self.above:
             return False
         if self.needs_baseline:
-            ratio, rise = (self.ratio, self.rise) if strict == 1.0 else (self.ratio ** strict, self.rise * strict)
+            ratio, rise = (self.ratio, self.rise) if strict == 1.0 else (1 + (self.ratio - 1) * strict, self.rise * strict)
             if baseline is None or recent < ratio * baseline or recent - baseline < rise:
                 return False
         return True
