@@ -67,8 +67,8 @@ class Level:
 
     def holds(self, recent: float, baseline: float | None, strict: float = 1.0) -> bool:
         """`strict` > 1 (engine.baseline.strictness: a comparison of fewer samples) raises
-        the comparison's bounds: the rise times it, the ratio to its power (a shift in
-        log scale); `above` is no comparison and stays."""
+        the comparison's bounds: the rise and the ratio's excess over 1 times it (both
+        bound the shift, whose spread it measures); `above` is no comparison and stays."""
         if self.above is not None and recent < self.above:
             return False
         if self.needs_baseline:
