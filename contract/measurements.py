@@ -78,7 +78,11 @@ class DerivedFeature:
     """A feature computed from others: `kind` names the arithmetic over `inputs`
     (sum, max, argmax of positive inputs, util = rate * 8 / (speed * scale), per_op =
     first / second, ratio_sum = sum of the first half / sum of the second half,
-    little = 1000 * first / sum of the rest)."""
+    little = 1000 * first / sum of the rest, busy = the share of the interval an egress
+    sent (util of the first two) or was paused (the rest: pause microseconds per second),
+    at most 1, and 1 when the speed is unknown: a queue holds only while its port sends
+    at line rate or is paused, so this bounds the share of the interval it can have
+    been congested)."""
 
     name: str
     inputs: tuple[str, ...]
@@ -116,6 +120,7 @@ DERIVED_FEATURES: dict[str, dict[str, DerivedFeature]] = {
             _f("pfc_rx_prio", "argmax", _sp_rx),
             _f("util_out", "util", ["if_out_octets_rate", "speed_mbps"], 1e6),
             _f("util_in", "util", ["if_in_octets_rate", "speed_mbps"], 1e6),
+            _f("busy_out", "busy", ["if_out_octets_rate", "speed_mbps", *_sp_rxd], 1e6),
         ),
         "nic_port": (
             _f("tx_pause_rate", "sum", _nic_tx),

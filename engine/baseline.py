@@ -13,14 +13,19 @@ of both windows), in seconds of event time:
   ten 1 s samples at 1 s polling. A median ignores a blip (a 1-3 s stall, one bad
   sample): it moves only when most of the window moved, which is what "persists" means
   in contract section 8, at any interval.
-- The windows stretch to at least `min_samples` samples of the series' interval (30 s
-  polling needs 90 s for three); the recent window is judged only once the series' data
-  covers it (a median of a series' first few buckets is a burst's), and the baseline
-  only once half of it is covered: a series must have a past before it can leave it. A
-  comparison with a baseline needs more: `compare_samples` (12) in the recent window
-  and twice that in the baseline, whatever the interval (6 min and 12 min at 30 s
-  polling; nothing changes at 1 s), because two medians of a few noisy samples differ
-  by chance.
+- The windows stretch to at least `min_samples` closed samples of the series' interval
+  ((3 + 1/2) x 30 s = 105 s at 30 s polling: a window of 3 x I holds two, the third
+  falls on its edge, and the sustained-pause rule never judged at 30 or 60 s); the
+  recent window is judged only once the series' data covers it (a median of a series'
+  first few buckets is a burst's). A comparison with a baseline holds its bounds when
+  the windows hold `compare_samples` (12) buckets and twice that, the baseline at least
+  half covered (6 min and 12 min at 30 s polling; nothing changes at 1 s), because two
+  medians of a few noisy samples differ by chance. With fewer (a series' first minutes,
+  or the rule's own windows where the stretch made them longer) it is judged too, down
+  to `min_samples` buckets in each, with bounds raised as the spread of a difference of
+  medians grows, sqrt(1/n + 1/m) against sqrt(1/12 + 1/24) (`strictness`): a shift
+  far beyond the noise is found in minutes at 30 s polling, a marginal one waits for
+  the full windows, and the chance that noise passes stays that of the full windows.
 - The verdict is taken when a bucket closes and holds for the records until the next.
 - Opening needs the sustained level; clearing needs only the newest data back within
   bounds: a verdict ends once every bucket covering the last `SETTLE_S` seconds of
@@ -100,7 +105,7 @@ def windows(level: Level, interval: float) -> tuple[float, float]:
     as many): at 30 s polling a median of 6 samples of a clean NIC's PCIe stall share
     against one of 10 rose by the rule's 0.9 points about once in 10,000 judgements
     (33 incidents in 9 h of a clean 260-NIC fabric), of 12 against 24 never in 300,000."""
-    floor = level.min_samples * interval
+    floor = span(level.min_samples, interval)
     recent, baseline = max(level.recent_s, floor), max(level.baseline_s, floor)
     if level.needs_baseline:
         recent = max(recent, level.compare_samples * interval)
@@ -134,27 +139,76 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
     drop = bisect_right(times, oldest)
     if drop:
         del times[:drop], values[:drop]
-    split = bisect_right(times, cut)  # values[:split] the baseline, values[split:] the recent window
-    st.verdict, st.baseline = False, None
-    if not times or times[0] > cut + max(level.bucket_s, interval):
-        st.recent = None  # a series younger than its recent window: a median of its first
-        return  # seconds is a burst's (a checkpoint at the start of a replay), not a level
-    st.recent = quantile(sorted(values[split:]), level.quantile) if len(values) - split >= level.min_samples else None
-    if st.recent is None:
+    st.verdict, st.baseline, st.recent = False, None, None
+    if not times:
         return
+    _compare(st, level, now, recent_s, baseline_s, interval, True)
+    if st.verdict or not level.needs_baseline:
+        return
+    short = nominal(level, interval)
+    if short != (recent_s, baseline_s):  # the windows were stretched: a large shift need not wait
+        _compare(st, level, now, short[0], short[1], interval, False)
+
+
+def nominal(level: Level, interval: float) -> tuple[float, float]:
+    """The rule's own windows, stretched only to `min_samples` samples."""
+    floor = span(level.min_samples, interval)
+    return max(level.recent_s, floor), max(level.baseline_s, floor)
+
+
+def span(samples: int, interval: float) -> float:
+    """Seconds a window needs to hold `samples` closed buckets of a series sampled every
+    `interval` s: a window (now - w, now] judged as a sample arrives holds the buckets
+    closed before it, so w = n x I holds n - 1 of them (the n-th falls on its edge), and
+    jitter moves the edge by up to half an interval."""
+    return (samples + 0.5) * interval
+
+
+def strictness(level: Level, n: float, m: float) -> float:
+    """How much a comparison of the medians of n recent and m baseline samples must
+    exceed the rule's bounds to be as unlikely by chance as one of `compare_samples`
+    against twice as many: the spread of a difference of two medians goes with
+    sqrt(1/n + 1/m). Never below 1: more samples than that do not loosen a bound."""
+    c = level.compare_samples
+    return max(1.0, math.sqrt((1 / n + 1 / m) / (1 / c + 1 / (2 * c))))
+
+
+def _compare(st: LevelState, level: Level, now: float, recent_s: float, baseline_s: float, interval: float,
+             half: bool) -> None:
+    """One comparison of the recent window with the baseline before it. Its bounds are
+    the rule's when the windows hold `compare_samples` and twice that (`half`: a
+    baseline half covered is enough); with fewer samples (a series' first minutes at
+    long intervals, or the rule's own windows where they hold fewer) they scale with
+    what the windows hold (`strictness`), down to `min_samples` in each."""
+    times, values = st.times, st.values
+    cut = now - recent_s
+    lo = bisect_right(times, cut - baseline_s)
+    split = bisect_right(times, cut)  # values[lo:split] the baseline, values[split:] the recent window
+    if lo == len(times) or times[lo] > cut + max(level.bucket_s, interval):
+        return  # a series younger than its recent window: a median of its first seconds is a
+        # burst's (a checkpoint at the start of a replay), not a level
+    if len(values) - split < level.min_samples:
+        return
+    recent, baseline, strict = quantile(sorted(values[split:]), level.quantile), None, 1.0
     if level.needs_baseline:
-        if split < level.min_samples or times[0] > cut - baseline_s / 2:
+        if split - lo < level.min_samples:
             return  # no past yet (or too little of it) to leave
-        st.baseline = quantile(sorted(values[:split]), level.quantile)
-    st.verdict = level.holds(st.recent, st.baseline) and not _settled(level, times, values, st.baseline)
+        baseline = quantile(sorted(values[lo:split]), level.quantile)
+        if not (half and times[lo] <= cut - baseline_s / 2):
+            strict = strictness(level, len(values) - split, split - lo)  # in buckets: at 1 s a
+            # bucket's ten samples are not ten independent ones
+    if st.recent is None:
+        st.recent, st.baseline = recent, baseline
+    if level.holds(recent, baseline, strict) and not _settled(level, times[lo:], values[lo:], baseline, strict):
+        st.verdict, st.recent, st.baseline = True, recent, baseline
 
 
-def _settled(level: Level, times: list, values: list, baseline: float | None) -> bool:
+def _settled(level: Level, times: list, values: list, baseline: float | None, strict: float = 1.0) -> bool:
     """Whether the newest buckets covering SETTLE_S of event time (a bucket covers the
     time since the one before it closed) are all within the rule's bounds."""
     edge = times[-1] - SETTLE_S
     for k in range(len(times) - 1, -1, -1):
-        if level.holds(values[k], baseline):
+        if level.holds(values[k], baseline, strict):
             return False
         if k and times[k - 1] <= edge:
             return True

@@ -67,6 +67,20 @@ def _ratio_sum(times: list[str], ops: list[str]) -> Callable[[dict], float | Non
     return f
 
 
+def _busy(rate: str, speed: str, paused: list[str], scale: float) -> Callable[[dict], float | None]:
+    """The share of the interval an egress was sending or paused (at most 1; 1 when its
+    speed is unknown: no bound). A queue holds only while its port sends at line rate or
+    is paused, so a port that marked ECN while busy a third of a sample was congested a
+    third of it at most, in bursts."""
+    util, pause = _util(rate, speed, scale), _sum(paused)
+    def f(x: dict) -> float | None:
+        u = util(x)
+        if u is None:
+            return None if x.get(rate) is None else 1.0
+        return min(1.0, u + (pause(x) or 0.0) / 1e6)
+    return f
+
+
 def _max(names: list[str]) -> Callable[[dict], float | None]:
     def f(x: dict) -> float | None:
         vals = [x[n] for n in names if isinstance(x.get(n), (int, float))]
@@ -103,6 +117,7 @@ _ARITHMETIC = {
     "per_op": lambda d: _per_op(d.inputs[0], d.inputs[1]),
     "ratio_sum": lambda d: _ratio_sum(list(d.inputs[:len(d.inputs) // 2]), list(d.inputs[len(d.inputs) // 2:])),
     "little": lambda d: _little(d.inputs[0], list(d.inputs[1:])),
+    "busy": lambda d: _busy(d.inputs[0], d.inputs[1], list(d.inputs[2:]), d.scale),
 }
 _INLINE = frozenset({"sum", "argmax", "max", "util"})  # compiled inline by compile_plan
 

@@ -269,9 +269,11 @@ def _pause_origin(entity: Entity, symptoms: list[Symptom], ctx: Context) -> floa
     an origin only with neither in sight, and even then less likely than a NIC (a NIC
     that stops draining is what starts a storm in practice)."""
     dev = device_of(entity.id)
-    if any(s.kind == "pfc_pause_rx" and s.device == dev for s in symptoms):
-        return 0.35  # paused itself: a relay
     switch = ctx.topology.is_switch(dev)
+    # a switch forwards between its ports, so pause received on any of them is behind this
+    # one; a host's NICs do not (eight rails of one host reach eight leaves): only its own
+    if any(s.kind == "pfc_pause_rx" and (s.device == dev if switch else s.entity.id == entity.id) for s in symptoms):
+        return 0.35  # paused itself: a relay
     if switch and any(s.family == "congestion" and s.kind != "cnp_sender" and s.device == dev for s in symptoms):
         return 0.3  # a congested egress behind it: the pause is that congestion's
     sends = any(s.entity.id == entity.id and s.kind in ("pfc_pause_tx", "pause_storm_event") for s in symptoms)

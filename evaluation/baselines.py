@@ -155,7 +155,7 @@ FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("switch_port", r"carrier_changes_rate", "link_flap", "link"),
     ("switch_port", r"pfc_\d_tx_.*|pfc_tx_.*", "pfc_storm", "self"),  # this port sends pause
     ("switch_port", r"pfc_\d_rx_.*|pfc_rx_.*", "pfc_storm", "peer"),  # the peer sends pause
-    ("switch_port", r"ecn_marked_packets_rate|wred_dropped_packets_rate|if_out_.*|util_out", "congestion", "self"),
+    ("switch_port", r"ecn_marked_packets_rate|wred_dropped_packets_rate|if_out_.*|util_out|busy_out", "congestion", "self"),
     ("switch_port", r"if_in_discards_rate", "congestion", "self"),
     ("switch_port", r"if_in_(octets|ucast_pkts)_rate|util_in", "congestion", "peer"),  # the peer's egress
     # switch queues

@@ -65,11 +65,15 @@ class Level:
     def needs_baseline(self) -> bool:
         return self.ratio > 0 or self.rise > 0
 
-    def holds(self, recent: float, baseline: float | None) -> bool:
+    def holds(self, recent: float, baseline: float | None, strict: float = 1.0) -> bool:
+        """`strict` > 1 (engine.baseline.strictness: a comparison of fewer samples) raises
+        the comparison's bounds: the rise and the ratio's excess over 1 times it (both
+        bound the shift, whose spread it measures); `above` is no comparison and stays."""
         if self.above is not None and recent < self.above:
             return False
         if self.needs_baseline:
-            if baseline is None or recent < self.ratio * baseline or recent - baseline < self.rise:
+            ratio, rise = (self.ratio, self.rise) if strict == 1.0 else (1 + (self.ratio - 1) * strict, self.rise * strict)
+            if baseline is None or recent < ratio * baseline or recent - baseline < rise:
                 return False
         return True
 

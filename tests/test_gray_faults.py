@@ -256,6 +256,7 @@ def test_a_restored_detector_judges_the_level_as_the_one_that_ran_on():
     import msgspec
 
     from engine.detect import Detector, DetectorState
+    from engine.features import FeatureState
     from engine.types import Metric
 
     def metrics():
@@ -284,5 +285,9 @@ def test_a_restored_detector_judges_the_level_as_the_one_that_ran_on():
     assert state.levels  # the windows are in the checkpoint
     second = detector()
     second.restore(state)
+    # and the counters' memory (a worker restores both): without it the first record after
+    # the restore has no rate, and the restored windows run one sample behind
+    features = msgspec.json.decode(msgspec.json.encode(first.extractor.snapshot()), type=FeatureState)
+    second.extractor.restore(features)
     assert before + started(second, ms[30:]) == whole
     assert [r for r, _ in whole] == ["storage_latency_rising"]

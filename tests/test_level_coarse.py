@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from engine.baseline import windows
+from engine.baseline import span, strictness, windows
 from engine.topology import Topology
 from tests.test_gray_faults import RULES, incidents  # one pipeline run, (top cause, entity) per incident
 
@@ -56,7 +56,44 @@ def test_a_comparison_holds_enough_samples_whatever_the_interval():
         recent, baseline = windows(level, interval)
         assert recent / interval >= level.compare_samples and baseline / interval >= 2 * level.compare_samples
     pause = next(r.level for r in RULES.rules if r.id == "nic_pfc_tx_sustained")  # no baseline: only min_samples
-    assert windows(pause, 30) == (max(pause.recent_s, pause.min_samples * 30), max(pause.baseline_s, pause.min_samples * 30))
+    assert windows(pause, 30) == (max(pause.recent_s, span(pause.min_samples, 30)), max(pause.baseline_s, span(pause.min_samples, 30)))
+    assert span(3, 30) > 90  # three closed samples: a window of 3 x I holds two (the third on its edge)
+
+
+def test_fewer_samples_raise_the_bounds_and_more_never_lower_them():
+    level = next(r.level for r in RULES.rules if r.id == "nic_pcie_stall_rising")
+    assert strictness(level, 12, 24) == 1.0 and strictness(level, 100, 300) == 1.0
+    assert strictness(level, 6, 10) > strictness(level, 6, 20) > strictness(level, 12, 20) > 1.0
+    assert level.holds(3.0, 1.0) and not level.holds(1.5, 1.0, strictness(level, 3, 4))
+
+
+def test_a_stall_that_rises_in_a_short_run_is_found_at_30_s():
+    """Ten minutes at 30 s polling, the stall up 3 points from the fourth minute: the
+    windows of 12 and 24 samples are never full, but a shift this large against its
+    noise needs fewer samples (the bounds scale with the samples the windows hold)."""
+    assert incidents(telemetry(30, 600 / 3600, rise_at=120), TOPO) == [("nic_degraded", "gpu1:eth0")]
+
+
+def pause(interval: int, length: float, *, start: float = 120.0, us_per_s: float = 10_000) -> list[str]:
+    """gpu1 paused 1 % of the time (10 pause frames a second) from `start`, its peers never."""
+    lines = []
+    for k in range(int(length / interval) + 1):
+        t = k * interval
+        for nic in NICS[:4]:
+            host, iface = nic.split(":")
+            dur = us_per_s * (t - start) if nic == "gpu1:eth0" and t > start else 0
+            lines.append(json.dumps({"name": "nic_port", "tags": {"host": host, "interface": iface},
+                                     "fields": {"link": "up", "tx_bytes": 10**9 * k, "tx_prio3_pause": int(dur / 1000),
+                                                "tx_prio3_pause_duration": int(dur)},
+                                     "timestamp": (T0 + t) * 1000}))
+    return lines
+
+
+@pytest.mark.parametrize("interval", [10, 30, 60])
+def test_a_low_pause_storm_is_found_at_coarse_polling(interval):
+    """The sustained-pause rule's minute holds three closed samples at 30 and 60 s too
+    (a window of 3 x I held two, and the rule never judged)."""
+    assert incidents(pause(interval, 900), TOPO) == [("pfc_storm", "gpu1:eth0")]
 
 
 STORES = ["stor1", "stor2", "stor3", "stor4"]
