@@ -70,6 +70,29 @@ def scenario_dir(tmp_path_factory):
     return make
 
 
+@pytest.fixture(scope="session")
+def replay_once():
+    """replay_once(folder) -> evaluation.scenarios.replay_scenario(folder) (truth, incidents,
+    stats), replayed once per session and folder, each caller getting a copy of its own.
+    For the tests that take the plain replay as their reference (the Kafka tests compare
+    the workers' incidents to it); a test of the replay itself calls replay_scenario. The
+    replay is deterministic (tests/test_scenarios.py::test_replay_is_deterministic), so
+    a stored one is the one a fresh call would give; it is ~5 s of a core per call."""
+    import copy
+
+    from evaluation.scenarios import replay_scenario
+
+    made: dict[str, tuple] = {}
+
+    def replay(folder):
+        key = str(folder)
+        if key not in made:
+            made[key] = replay_scenario(folder)
+        return copy.deepcopy(made[key])
+
+    return replay
+
+
 # ---------------------------------------------------------------- databases
 #
 # Store and API tests run on every backend: a SQLite file always, and PostgreSQL when

@@ -42,9 +42,9 @@ def _shift(line: str, seconds: float, when=lambda m: True) -> str:
 
 
 @pytest.fixture(scope="module")
-def clean(scenario_dir):
+def clean(scenario_dir, replay_once):
     folder = scenario_dir("pfc_storm")
-    _, incidents, stats = replay_scenario(folder)
+    _, incidents, stats = replay_once(folder)
     assert incidents and not stats.rejects
     return folder, incidents
 

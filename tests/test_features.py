@@ -5,6 +5,8 @@ Expected values are worked out by hand in the comments next to them.
 """
 from __future__ import annotations
 
+import functools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,15 @@ from engine.features import DERIVED, FeatureExtractor, known_features, plan
 from engine.features_reference import reference_features, wanted
 from engine.normalize import parse_metric
 from engine.types import Metric
+from rules.loader import load_rules
+
+
+@functools.cache
+def catalogue():
+    """The built-in rules, parsed once: the property tests below ask for them in every
+    example, and parsing the YAML took most of their time (a RuleSet is immutable)."""
+    return load_rules(None)
+
 
 T0 = 1764400000
 
@@ -268,9 +279,7 @@ def test_compiled_plan_with_rules_agrees_with_rule_matches(measurement, data):
     features of the plain definition and fires exactly the rules whose `Rule.matches`
     holds on them, whatever the fields hold (missing, reset, unchanged, equal ints, huge
     ints, floats, booleans, strings)."""
-    from rules.loader import load_rules
-
-    rules = load_rules(None)
+    rules = catalogue()
     p = plan(measurement, rules.features_needed(measurement))
     fx = FeatureExtractor({measurement: p})
     compute = fx.compile(measurement, rules.by_measurement[measurement], always=True)
@@ -299,9 +308,7 @@ def test_compiled_plan_for_the_models_hands_them_a_tuple_and_the_rules_the_dict(
     all) and the rules the same dict and the same fired rules as the plain definition,
     the dict only when a rule fired."""
     from models.catalogue import BY_MEASUREMENT, features_needed
-    from rules.loader import load_rules
-
-    rules = load_rules(None)
+    rules = catalogue()
     names = BY_MEASUREMENT[measurement].feature_names
     p = plan(measurement, frozenset(rules.features_needed(measurement)) | features_needed(measurement))
     fx = FeatureExtractor({measurement: p})
@@ -330,9 +337,7 @@ def test_a_series_whose_counters_come_and_go_gets_the_rates_of_their_definition(
     come and go, from record to record, every record still gets the features of the plain
     definition over the counter memory (the latest number of each counter), and resets
     are counted as they are for a full series."""
-    from rules.loader import load_rules
-
-    rules = load_rules(None)
+    rules = catalogue()
     p = plan(measurement, rules.features_needed(measurement))
     fx = FeatureExtractor({measurement: p})
     compute = fx.compile(measurement, rules.by_measurement.get(measurement, ()), always=True)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from engine.features import FeatureExtractor, plan
 from engine.features_reference import reference_compute, reference_features
 from engine.types import Metric
+from test_features import catalogue
 
 T0 = 1764400000
 gauge_values = st.one_of(st.none(), st.integers(0, 3 * 10**6), st.floats(0, 2e7), st.booleans(),
@@ -30,9 +31,7 @@ def test_compiled_kernel_equals_its_reference_record_by_record(measurement, alwa
     thing for every record (features, rules fired, resets) and leave the same counter
     memory, reset count and non-numeric count. `always=False` is the detector's kernel
     (nothing returned when no rule fired and nothing reset)."""
-    from rules.loader import load_rules
-
-    rules = load_rules(None)
+    rules = catalogue()
     p = plan(measurement, rules.features_needed(measurement))
     by = rules.by_measurement.get(measurement, ())
     fast, plain = FeatureExtractor({measurement: p}), FeatureExtractor({measurement: p})

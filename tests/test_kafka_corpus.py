@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from evaluation.scenarios import replay_scenario
 from streams.publish import publishable
 from streams.topics import ensure_topics
 from test_kafka_worker_faults import _consume, _statuses, _wait_records, _wait_statuses
@@ -145,12 +144,12 @@ def _content(incidents: list[dict]) -> list[tuple]:
                                                                        _summary(incidents)))
 
 
-def _run(tmp_path, folder, bootstrap: str, *, corpus_topic: str, wait_s: float) -> Run:
+def _run(tmp_path, folder, bootstrap: str, *, corpus_topic: str, wait_s: float, replay_once) -> Run:
     """Start a worker, send the corpus raw onto `corpus_topic` (and its job lines onto the
     jobs topic), then the scenario's telemetry through the publisher; read back."""
     started = time.monotonic()
     lines, expected, _ = load_corpus(tmp_path / "corpus")
-    _, clean, _ = replay_scenario(folder)
+    _, clean, _ = replay_once(folder)
     assert clean, "the scenario must produce an incident for this test to mean anything"
     fleet = Fleet(tmp_path, folder, bootstrap)
     extra: list[str] = []
@@ -188,10 +187,10 @@ def _check_run(run: Run) -> None:
 
 
 def test_the_corpus_through_a_worker_is_dead_lettered_as_expected_and_changes_no_incident(
-        tmp_path, scenario_dir, kafka_bootstrap):
+        tmp_path, scenario_dir, kafka_bootstrap, replay_once):
     """The corpus on a telemetry topic of its own, read by the worker beside the fabric's."""
     run = _run(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap, corpus_topic="fabric.telemetry.corpus",
-               wait_s=60)
+               wait_s=60, replay_once=replay_once)
     _record(run, "own topic")
     _check_run(run)
     assert run.unwanted() == {}  # none of the good telemetry lettered
@@ -202,8 +201,10 @@ def test_the_corpus_through_a_worker_is_dead_lettered_as_expected_and_changes_no
     assert _content(run.got) == _content(run.clean), (_summary(run.got), _summary(run.clean))
 
 
-def test_the_corpus_in_the_fabrics_own_partitions_changes_no_incident(tmp_path, scenario_dir, kafka_bootstrap):
-    run = _run(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap, corpus_topic="fabric.telemetry", wait_s=15)
+def test_the_corpus_in_the_fabrics_own_partitions_changes_no_incident(tmp_path, scenario_dir, kafka_bootstrap,
+                                                                     replay_once):
+    run = _run(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap, corpus_topic="fabric.telemetry", wait_s=15,
+               replay_once=replay_once)
     _record(run, "fabric's partitions")
     _check_run(run)  # (the corpus's own letters are right even here)
     assert run.unwanted() == {}, f"{sum(map(len, run.unwanted().values()))} good records lettered"

@@ -11,7 +11,6 @@ import shutil
 import pytest
 
 from engine.job_sources import load_jobs
-from evaluation.scenarios import replay_scenario
 from testkit.store import incident_summary
 from testkit.workers import Fleet
 
@@ -40,11 +39,11 @@ def slurmrestd_document(jobs_file) -> dict:
     }
 
 
-def test_jobs_from_a_slurmrestd_document_on_the_jobs_topic(tmp_path, scenario_dir, kafka_bootstrap):
+def test_jobs_from_a_slurmrestd_document_on_the_jobs_topic(tmp_path, scenario_dir, kafka_bootstrap, replay_once):
     from kafka import KafkaProducer
 
     source = scenario_dir("pfc_storm")
-    _, expected, _ = replay_scenario(source)
+    _, expected, _ = replay_once(source)
     assert any(i["affected_jobs"] for i in expected), "the scenario must affect a job for this test to mean anything"
     folder = tmp_path / "scenario"
     folder.mkdir()

@@ -15,7 +15,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evaluation.scenarios import replay_scenario
 from streams import security
 from streams.topics import KafkaUnavailable, ensure_topics, pipeline_topics
 from testkit.ports import free_ports as _free_ports
@@ -95,10 +94,10 @@ def test_a_wrong_password_is_refused(broker):
     assert good.password not in str(err.value)
 
 
-def test_replay_and_worker_diagnose_over_sasl_ssl(broker, scenario_dir, tmp_path):
+def test_replay_and_worker_diagnose_over_sasl_ssl(broker, scenario_dir, tmp_path, replay_once):
     bootstrap, client, _ = broker
     folder = scenario_dir("pfc_storm")
-    _, expected, _ = replay_scenario(folder)
+    _, expected, _ = replay_once(folder)
     assert expected, "the scenario must produce an incident for this test to mean anything"
     prefix = f"t{uuid.uuid4().hex[:8]}."
     sec = _client_security(client)

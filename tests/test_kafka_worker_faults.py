@@ -130,7 +130,7 @@ def test_hostile_records_are_dead_lettered_with_their_bytes_and_the_rest_is_diag
 # ------------------------------------------------------------------ a refused checkpoint
 
 def test_a_refused_checkpoint_is_never_used_and_the_stage_rebuilt_from_input(tmp_path, scenario_dir,
-                                                                           kafka_bootstrap):
+                                                                           kafka_bootstrap, replay_once):
     """Garbage and a crafted value (a pickle that would run a command) as the snapshots of
     every stage: each is refused, logged and counted, the stages start fresh, and the
     scenario is diagnosed as replay does."""
@@ -139,7 +139,7 @@ def test_a_refused_checkpoint_is_never_used_and_the_stage_rebuilt_from_input(tmp
     from streams import state
 
     folder = scenario_dir("pfc_storm")
-    _, expected, _ = replay_scenario(folder)
+    _, expected, _ = replay_once(folder)
     fleet = Fleet(tmp_path, folder, kafka_bootstrap)
     keys = [f"detect:{fleet.prefix}fabric.telemetry:{p}" for p in range(4)] + [f"correlate:{fleet.prefix}fabric.symptoms"]
     crafted = b"\x80\x04cos\nsystem\n(S'touch " + str(tmp_path / "pwned").encode() + b"'\ntR."
@@ -191,7 +191,7 @@ def _committed(bootstrap: str, group: str) -> dict[str, int]:
 
 
 def test_a_checkpoint_refused_mid_stream_is_rebuilt_from_the_partitions_earliest_input(tmp_path, scenario_dir,
-                                                                                     kafka_bootstrap):
+                                                                                     kafka_bootstrap, replay_once):
     """A worker reads the first half of the scenario and stops (its snapshots saved, its
     input committed); every snapshot is then replaced by garbage or a crafted pickle. The
     next worker refuses each, re-reads each partition from its earliest offset up to the
@@ -201,7 +201,7 @@ def test_a_checkpoint_refused_mid_stream_is_rebuilt_from_the_partitions_earliest
     from streams import state
 
     folder = scenario_dir("pfc_storm")
-    _, expected, _ = replay_scenario(folder)
+    _, expected, _ = replay_once(folder)
     first, rest = _halves(folder, tmp_path)
     fleet = Fleet(tmp_path, folder, kafka_bootstrap)
     crafted = b"\x80\x04cos\nsystem\n(S'touch " + str(tmp_path / "pwned").encode() + b"'\ntR."
@@ -254,11 +254,11 @@ def test_a_checkpoint_refused_mid_stream_is_rebuilt_from_the_partitions_earliest
 
 # ------------------------------------------------------------------ a store outage
 
-def test_a_store_outage_mid_stream_loses_no_incident_change(tmp_path, scenario_dir, kafka_bootstrap):
+def test_a_store_outage_mid_stream_loses_no_incident_change(tmp_path, scenario_dir, kafka_bootstrap, replay_once):
     if not os.path.isdir("/usr/lib/postgresql") and not os.environ.get("PG_BIN"):
         pytest.skip("no PostgreSQL server binaries (scripts/pg-dev installs them as root)")
     folder = scenario_dir("pfc_storm")
-    _, expected, _ = replay_scenario(folder)
+    _, expected, _ = replay_once(folder)
     pg = PgDev()
     fleet = Fleet(tmp_path, folder, kafka_bootstrap, db=pg.start())
     try:

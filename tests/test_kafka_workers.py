@@ -11,7 +11,6 @@ import time
 import httpx
 import pytest
 
-from evaluation.scenarios import replay_scenario
 from streams.publish import key_partition
 from testkit.metrics import scrape as _metrics
 from testkit.ports import free_port as _free_port  # noqa: F401 - modules written against this one import it
@@ -34,8 +33,8 @@ def fleet(tmp_path, scenario_dir, kafka_bootstrap):
 
 
 @pytest.fixture(scope="module")
-def expected(scenario_dir):
-    _, incidents, _ = replay_scenario(scenario_dir("pfc_storm"))
+def expected(scenario_dir, replay_once):
+    _, incidents, _ = replay_once(scenario_dir("pfc_storm"))
     assert incidents, "the scenario must produce an incident for these tests to mean anything"
     return incidents
 
