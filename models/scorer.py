@@ -307,9 +307,21 @@ class ModelScorer:
             return False
         return agree <= 1 or int(np.count_nonzero(top >= z_min / 2)) >= agree
 
+    @staticmethod
+    def _driver(cls: str, verdict) -> int:
+        """The feature a symptom is named after: the most deviating (either horizon) of
+        those whose own window mean is up. A smoothed mean still high from a burst that
+        ended (a microburst's drops a minute ago) does not name the symptom of another
+        feature's rise (the queue filling with a job's traffic after it)."""
+        n = len(CLASSES[cls].features)
+        z = verdict.z
+        top = np.maximum(z[:n], z[n:2 * n])
+        live = z[:n] >= STRONG_WINDOW_Z
+        return int(np.argmax(np.where(live, top, -1.0))) if live.any() else int(np.argmax(top))
+
     def _symptom(self, cls: str, slot, verdict, start: float, *, sustained: bool) -> Symptom:
         c = CLASSES[cls]
-        top = c.features[int(np.argmax(verdict.z)) % len(c.features)]
+        top = c.features[self._driver(cls, verdict)]
         eid = symptom_entity(c, verdict.key)
         rule = rule_id(cls, top.symptom, sustained=sustained)
         return Symptom(key=f"{rule}@{verdict.key}@{start:.3f}", kind=top.symptom, family=top.family,

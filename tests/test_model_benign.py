@@ -182,3 +182,24 @@ def test_a_slow_target_still_opens(interval):
     slow = {k: 2 * v for k, v in STORAGE.items()}
     sent = _run(models, "storage", STORAGE, _between(60, 360, slow), interval=interval)
     assert [s.kind for s in _opening(sent)][:1] == ["storage_latency"]
+
+
+@pytest.mark.parametrize("interval", [1.0, 10.0])
+def test_a_bursts_smoothed_tail_does_not_name_a_later_rise(interval):
+    """A queue drops for 70 s (a microburst fault: its own sustained symptom), then,
+    after a minute of nothing, fills ten times fuller without dropping (a job ramping up).
+    The drops' minute-long mean is still high then, but their window means are back at
+    zero: the later episode is the queue's occupancy (evidence only), never a second
+    `microburst` (tune split, microburst-0: one opened 116 s after the fault ended)."""
+    level = {"curr_occupancy_bytes": 10_000.0, "dropped_packets_rate": 0.0}
+
+    def change(t, vec):
+        if 100 <= t < 170:
+            return vec | {"dropped_packets_rate": 100.0}
+        if 230 <= t < 400:
+            return vec | {"curr_occupancy_bytes": 100_000.0}
+        return vec
+    sent = _run(_model("queue", level), "queue", level, change, interval=interval, until=460.0)
+    assert any(s.kind == "microburst" and s.start < T0 + 170 for s in _opening(sent))
+    later = [s for s in sent if s.start >= T0 + 200]
+    assert later and all(s.kind == "queue_congested" for s in later), [(s.rule, s.start - T0) for s in later]
