@@ -293,9 +293,10 @@ class ModelScorer:
         score alone (not in the forest's band) at either horizon, and that feature's own
         window mean is up too, not only its smoothed one (after a blip or a collective
         phase the minute-long mean stays high for a while: that tail is the blip, not a
-        fault going on). A class with `agree` > 1 needs that many of its features at half z_min
-        or more at once (storage: a slow target slows every I/O, where a background
-        scrub slows only the reads)."""
+        fault going on). A class with `agree` > 1 needs features of that many sides at half
+        z_min or more at once (storage: a slow target slows reads and writes, where a
+        background scrub slows only the reads; the in-flight time mixes both and is no
+        side of its own, so slow reads raise it too)."""
         if verdict.forest is not None:
             return False
         n = len(CLASSES[cls].features)
@@ -305,7 +306,10 @@ class ModelScorer:
         agree = CLASSES[cls].agree
         if not np.any((top >= z_min) & (z[:n] >= STRONG_WINDOW_Z)):
             return False
-        return agree <= 1 or int(np.count_nonzero(top >= z_min / 2)) >= agree
+        if agree <= 1:
+            return True
+        up = top >= z_min / 2
+        return len({f.side for f, u in zip(CLASSES[cls].features, up) if u and f.side}) >= agree
 
     @staticmethod
     def _driver(cls: str, verdict) -> int:

@@ -158,6 +158,18 @@ def test_scrubbing_opens_nothing(interval):
 
 
 @pytest.mark.parametrize("interval", [1.0, 10.0])
+def test_scrubbing_seen_in_the_in_flight_time_opens_nothing(interval):
+    """Five minutes of reads 35 % slower, and the in-flight time (every I/O's, reads and
+    writes mixed) up by the reads' share of it: still only the reads are slow, writes as
+    ever (tune split, storage_slow-0: reads and in-flight time agreed, and a scrub opened
+    storage_slow for 355 s)."""
+    models = _model("storage", STORAGE)
+    scrub = {"read_latency_ms": 0.5 * 1.35, "inflight_latency_ms": 0.55 * 1.16}
+    sent = _run(models, "storage", STORAGE, _between(60, 360, scrub), interval=interval)
+    assert sent and not _opening(sent)
+
+
+@pytest.mark.parametrize("interval", [1.0, 10.0])
 def test_a_checkpoint_burst_opens_nothing(interval):
     """Forty seconds of writes 30 % slower while a checkpoint lands, reads as ever."""
     models = _model("storage", STORAGE)
