@@ -7,7 +7,9 @@ dropped unseen. The evidence is the candidate's symptoms that its leading cause 
 directly (`explain` = 1: the queue at the congested port, the pause sent by the storming
 NIC, the errors on the bad link's ends). Each lasts from its first sign to its last (an
 active symptom's last sign comes with the detector's refreshes), and overlapping ones are
-joined. Per cause:
+joined. An anomaly model's evidence symptom (one that may not open an incident,
+`evidence_only`) is none of it: it joins and ranks, but a job ramp's minutes of queue
+occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
 
 - **sustained**: the longest joined stretch lasts at least `sustained_s[cause]`. Chosen
   above the benign bursts of the same signals: collective phases and checkpoint bursts
@@ -55,6 +57,7 @@ joined. Per cause:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from engine.attribution import shared_link
 from engine.rank import Context, explain
@@ -85,6 +88,11 @@ class Persistence:
     shared_congestion_s: float = 20.0  # congestion on a switch-to-switch link waits for attribution
     switch_links_down: int = 2  # a switch is down when at least this many of its links ...
     switch_links_share: float = 0.5  # ... and this share of them are seen down by their far ends
+    # Rule id -> its symptoms are evidence only (an anomaly model's evidence, which may not
+    # open an incident): they join and rank, but their span, repeats and witness make no
+    # cause credible (a job ramp's queue-occupancy evidence gave a 1 s congestion blip
+    # 300 s). None: every symptom counts.
+    evidence_only: Callable[[str], bool] | None = None
 
     def credible(self, cause: str, entity: Entity, symptoms: list[Symptom], ctx: Context) -> bool:
         """Whether the evidence for `cause` at `entity` among `symptoms` makes a fault."""
@@ -94,6 +102,8 @@ class Persistence:
         """When the credible evidence for `cause` at `entity` began (the fault's first
         symptom), or None while it is not credible."""
         direct = [s for s in symptoms if explain(cause, entity, s, ctx) >= 1.0]
+        if self.evidence_only is not None:
+            direct = [s for s in direct if not self.evidence_only(s.rule)]
         if not direct:
             return None
         if any(s.kind in self.at_once for s in direct):

@@ -360,6 +360,10 @@ class CorrelateStage:
             return rules.opens_incident(rule) if opens_incident is None or rule in rules.opening else opens_incident(rule)
 
         corr = config.correlation
+        if opens_incident is not None:  # the scorer's evidence makes no cause credible (engine/credible.py)
+            def evidence_only(rule: str) -> bool:
+                return rule not in rules.opening and not opens_incident(rule)
+            corr = dataclasses.replace(corr, persistence=dataclasses.replace(corr.persistence, evidence_only=evidence_only))
         if rules.loud:  # the rules' loud evidence is credible at once (engine/credible.py)
             loud = corr.persistence.loud_rules | rules.loud
             corr = dataclasses.replace(corr, persistence=dataclasses.replace(corr.persistence, loud_rules=loud))

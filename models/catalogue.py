@@ -33,6 +33,7 @@ class ModelFeature:
     floor: float
     opens_incident: bool = True  # as the rule of the same symptom
     rel: float = 0.0  # relative spread floor (set to REL_FLOOR by `_f`)
+    side: str = ""  # what it witnesses, for a class's `agree` (storage: "read", "write"; "": no side of its own)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class ModelClass:
     entity_kind: str
     entity: str  # template over tags, as in the rules (the symptom's entity)
     features: tuple[ModelFeature, ...]
-    agree: int = 1  # features whose window means must be up at once for a strong window (models.scorer)
+    agree: int = 1  # sides whose features must be up at once for a strong window (models.scorer)
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -63,8 +64,8 @@ EWM_ALPHA = 1 / 12  # weight of the newest window: about a minute of 5 s windows
 EWM_NOISE = (EWM_ALPHA / (2 - EWM_ALPHA)) ** 0.5
 
 
-def _f(name, symptom, family, floor, opens=True, rel=REL_FLOOR) -> ModelFeature:
-    return ModelFeature(name, symptom, family, float(floor), opens, float(rel))
+def _f(name, symptom, family, floor, opens=True, rel=REL_FLOOR, side="") -> ModelFeature:
+    return ModelFeature(name, symptom, family, float(floor), opens, float(rel), side)
 
 
 CLASSES: dict[str, ModelClass] = {
@@ -97,14 +98,16 @@ CLASSES: dict[str, ModelClass] = {
             _f("rx_symbol_err_phy_rate", "rx_errors", "errors", 5),
         )),
         ModelClass("storage", "storage", "storage", "{host}", (
-            _f("read_latency_ms", "storage_latency", "storage", 0.01),
-            _f("write_latency_ms", "storage_latency", "storage", 0.01),
+            _f("read_latency_ms", "storage_latency", "storage", 0.01, side="read"),
+            _f("write_latency_ms", "storage_latency", "storage", 0.01, side="write"),
             # Not iops_in_progress itself: in-flight I/O is rate x latency (Little's law), so
             # it rises with any burst of load (a checkpoint) without the storage being slow.
             # Divided by the I/O rate it is the latency again, measured another way (the
             # time an I/O spends in flight), with its own noise: a second look at one cause.
+            # It is every I/O's time, reads and writes mixed, so slow reads alone raise it
+            # too: it witnesses no side of its own.
             _f("inflight_latency_ms", "storage_latency", "storage", 0.01),
-        ), agree=2),  # a slow target slows reads, writes and in-flight time; a scrub only reads
+        ), agree=2),  # a slow target slows reads and writes; a scrub only the reads
     )
 }
 

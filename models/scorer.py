@@ -293,9 +293,10 @@ class ModelScorer:
         score alone (not in the forest's band) at either horizon, and that feature's own
         window mean is up too, not only its smoothed one (after a blip or a collective
         phase the minute-long mean stays high for a while: that tail is the blip, not a
-        fault going on). A class with `agree` > 1 needs that many of its features at half z_min
-        or more at once (storage: a slow target slows every I/O, where a background
-        scrub slows only the reads)."""
+        fault going on). A class with `agree` > 1 needs features of that many sides at half
+        z_min or more at once (storage: a slow target slows reads and writes, where a
+        background scrub slows only the reads; the in-flight time mixes both and is no
+        side of its own, so slow reads raise it too)."""
         if verdict.forest is not None:
             return False
         n = len(CLASSES[cls].features)
@@ -305,11 +306,26 @@ class ModelScorer:
         agree = CLASSES[cls].agree
         if not np.any((top >= z_min) & (z[:n] >= STRONG_WINDOW_Z)):
             return False
-        return agree <= 1 or int(np.count_nonzero(top >= z_min / 2)) >= agree
+        if agree <= 1:
+            return True
+        up = top >= z_min / 2
+        return len({f.side for f, u in zip(CLASSES[cls].features, up) if u and f.side}) >= agree
+
+    @staticmethod
+    def _driver(cls: str, verdict) -> int:
+        """The feature a symptom is named after: the most deviating (either horizon) of
+        those whose own window mean is up. A smoothed mean still high from a burst that
+        ended (a microburst's drops a minute ago) does not name the symptom of another
+        feature's rise (the queue filling with a job's traffic after it)."""
+        n = len(CLASSES[cls].features)
+        z = verdict.z
+        top = np.maximum(z[:n], z[n:2 * n])
+        live = z[:n] >= STRONG_WINDOW_Z
+        return int(np.argmax(np.where(live, top, -1.0))) if live.any() else int(np.argmax(top))
 
     def _symptom(self, cls: str, slot, verdict, start: float, *, sustained: bool) -> Symptom:
         c = CLASSES[cls]
-        top = c.features[int(np.argmax(verdict.z)) % len(c.features)]
+        top = c.features[self._driver(cls, verdict)]
         eid = symptom_entity(c, verdict.key)
         rule = rule_id(cls, top.symptom, sustained=sustained)
         return Symptom(key=f"{rule}@{verdict.key}@{start:.3f}", kind=top.symptom, family=top.family,

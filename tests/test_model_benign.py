@@ -158,6 +158,18 @@ def test_scrubbing_opens_nothing(interval):
 
 
 @pytest.mark.parametrize("interval", [1.0, 10.0])
+def test_scrubbing_seen_in_the_in_flight_time_opens_nothing(interval):
+    """Five minutes of reads 35 % slower, and the in-flight time (every I/O's, reads and
+    writes mixed) up by the reads' share of it: still only the reads are slow, writes as
+    ever (tune split, storage_slow-0: reads and in-flight time agreed, and a scrub opened
+    storage_slow for 355 s)."""
+    models = _model("storage", STORAGE)
+    scrub = {"read_latency_ms": 0.5 * 1.35, "inflight_latency_ms": 0.55 * 1.16}
+    sent = _run(models, "storage", STORAGE, _between(60, 360, scrub), interval=interval)
+    assert sent and not _opening(sent)
+
+
+@pytest.mark.parametrize("interval", [1.0, 10.0])
 def test_a_checkpoint_burst_opens_nothing(interval):
     """Forty seconds of writes 30 % slower while a checkpoint lands, reads as ever."""
     models = _model("storage", STORAGE)
@@ -182,3 +194,24 @@ def test_a_slow_target_still_opens(interval):
     slow = {k: 2 * v for k, v in STORAGE.items()}
     sent = _run(models, "storage", STORAGE, _between(60, 360, slow), interval=interval)
     assert [s.kind for s in _opening(sent)][:1] == ["storage_latency"]
+
+
+@pytest.mark.parametrize("interval", [1.0, 10.0])
+def test_a_bursts_smoothed_tail_does_not_name_a_later_rise(interval):
+    """A queue drops for 70 s (a microburst fault: its own sustained symptom), then,
+    after a minute of nothing, fills ten times fuller without dropping (a job ramping up).
+    The drops' minute-long mean is still high then, but their window means are back at
+    zero: the later episode is the queue's occupancy (evidence only), never a second
+    `microburst` (tune split, microburst-0: one opened 116 s after the fault ended)."""
+    level = {"curr_occupancy_bytes": 10_000.0, "dropped_packets_rate": 0.0}
+
+    def change(t, vec):
+        if 100 <= t < 170:
+            return vec | {"dropped_packets_rate": 100.0}
+        if 230 <= t < 400:
+            return vec | {"curr_occupancy_bytes": 100_000.0}
+        return vec
+    sent = _run(_model("queue", level), "queue", level, change, interval=interval, until=460.0)
+    assert any(s.kind == "microburst" and s.start < T0 + 170 for s in _opening(sent))
+    later = [s for s in sent if s.start >= T0 + 200]
+    assert later and all(s.kind == "queue_congested" for s in later), [(s.rule, s.start - T0) for s in later]

@@ -4,6 +4,8 @@ history does not turn a 2 % wobble into a score of 50) and persistence in event 
 at 1 s and at 10 s sampling alike)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,10 +13,12 @@ from hypothesis import strategies as st
 
 from engine.correlate import Correlator
 from engine.jobs import JobBook
+from engine.pipeline import CorrelateStage
 from engine.topology import Topology
+from engine.types import Entity, Symptom
 from models.catalogue import CLASSES, EWM_NOISE, REL_FLOOR
 from models.model import ClassModel
-from models.scorer import ModelScorer, opens_incident
+from models.scorer import ModelScorer, opens_incident, rule_id
 from models.store import ModelSet
 from rules.loader import load_rules
 
@@ -141,3 +145,50 @@ def test_symptoms_of_no_model_are_left_to_the_rules_default():
     when models are loaded: they open as the rules' default says, never crash."""
     from engine.correlate import SURGE_RULE
     assert opens_incident(SURGE_RULE) is True
+
+
+# --- evidence makes no cause credible ---------------------------------------------------
+def _stage_incidents(symptoms: list[Symptom], until: float) -> dict:
+    """The correlate stage as the pipeline builds it with models loaded, fed `symptoms`
+    (each sent at its start, refreshed every 5 s while it lasts, sent ended at its end)."""
+    stage = CorrelateStage(topology=TOPO, rules=load_rules(None), opens_incident=opens_incident)
+    c = stage.correlator
+    latest = {}
+    for sec in range(int(until - T0)):
+        now = T0 + sec
+        for s in symptoms:
+            end = s.end
+            if s.start <= now and (end is None or now <= end) and (now == s.start or sec % 5 == 0 or now == end):
+                c.add(dataclasses.replace(s, last=min(now, end or now), end=end if now == end else None))
+        c.advance(now)
+        latest |= {inc["id"]: inc for inc in c.drain()}
+    return latest
+
+
+def _queue(rule: str, start: float, end: float) -> Symptom:
+    return Symptom(key=f"{rule}@leaf1:swp1@{start}", kind="queue_congested", family="congestion",
+                   entity=Entity("interface", "leaf1:swp1"), device="leaf1", start=start, last=start, end=end,
+                   severity=0.5, rule=rule)
+
+
+def _marks(start: float, end: float) -> Symptom:
+    return Symptom(key=f"port_ecn_marking@leaf1:swp1@{start}", kind="ecn_marking", family="congestion",
+                   entity=Entity("interface", "leaf1:swp1"), device="leaf1", start=start, last=start, end=end,
+                   severity=0.6, rule="port_ecn_marking")
+
+
+def test_model_evidence_lends_a_short_rule_symptom_no_persistence():
+    """A job ramping up: 300 s of queue-occupancy evidence from the models (a busy link
+    that drops nothing, evidence only) beside 3 s of a rule's ECN marks. The evidence
+    ranks the congestion but its span is not the fault's: nothing is published (before,
+    the joined stretch of 300 s made the 3 s blip credible)."""
+    evidence = _queue(rule_id("queue", "queue_congested"), T0 + 100, T0 + 400)
+    assert not opens_incident(evidence.rule)
+    assert _stage_incidents([evidence, _marks(T0 + 150, T0 + 153)], T0 + 500) == {}
+
+
+def test_a_sustained_rule_symptom_beside_model_evidence_still_opens():
+    """The contrast: the rule's marks themselves last 60 s."""
+    evidence = _queue(rule_id("queue", "queue_congested"), T0 + 100, T0 + 400)
+    got = _stage_incidents([evidence, _marks(T0 + 150, T0 + 210)], T0 + 500)
+    assert [i["root_causes"][0]["cause"] for i in got.values()] == ["congestion"]
