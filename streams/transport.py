@@ -38,7 +38,8 @@ Both were found by profiling one worker reading the benchmark's telemetry
   of the faust-raw consumer's time and 5-8 % of a worker's). `manual_events` takes the
   events from the same queue, with the same checks per event as faust's iterator (flow
   control active and the message of the consumer's current generation, else skipped
-  unacked as faust skips it; tracked as unacked), and lets the loop run every
+  unacked as faust skips it; tracked as unacked; the stream's processors run, as faust's
+  test_context installs one), and lets the loop run every
   YIELD_EVERY events or when the queue is empty. Acks stay manual (the stage's snapshot).
 
 This module is the one place the workers reach into faust's, mode's and aiokafka's
@@ -73,7 +74,9 @@ def check_versions() -> None:
 check_versions()
 
 from faust.transport.drivers import aiokafka as driver  # noqa: E402  (after the guard)
+from faust.exceptions import Skip  # noqa: E402
 from mode.services import WaitResults  # noqa: E402
+from mode.utils.futures import maybe_async  # noqa: E402
 
 FETCH_MAX_WAIT_MS = 100
 PREFETCH_BACKOFF_S = 1.0
@@ -91,6 +94,7 @@ async def manual_events(stream):
     track = app.consumer._unacked_messages.add
     message_in = app.sensors.on_message_in
     flow_active = app.flow_control.is_active
+    processors = stream._processors  # (none in a worker; faust's test_context adds one)
     taken = 0
     while not stream.should_stop:
         if taken >= YIELD_EVERY:  # other tasks' turn (the queue may be cleared meanwhile: look again)
@@ -112,6 +116,13 @@ async def manual_events(stream):
             message.tracked = True
             track(message)
             message_in(message.tp, message.offset, message)
+        if processors:
+            try:
+                value = event.value
+                for processor in processors:
+                    value = await maybe_async(processor(value))
+            except Skip:
+                continue
         yield event
 
 
