@@ -18,6 +18,7 @@ TARGET_RATE = 20_000
 TARGET_RATIO = 0.30
 # /healthz-to-done is known to this much; the busy time comes from the workers' own clocks
 # (as the raw consumers time themselves), and each sample costs the worker a /metrics render.
+HEADING = "## Kafka throughput"  # its title before " (`": not the section "... with mapping"
 SAMPLE_EVERY_S = 0.25
 SETTLE_S = 3.0
 
@@ -159,5 +160,5 @@ def report(m: Measured, out: Path) -> None:
     print("\n".join(verdict + details).replace("**", ""))
     section = "\n".join(["## Kafka throughput (`bench/kafka_throughput.py`)", "", _intro(m), "",
                          *table, "", *verdict, *details, ""])
-    write_section(out, "## Kafka throughput (", section)  # (not the section with mapping)
+    write_section(out, HEADING, section)
     print(f"wrote {out}", file=sys.stderr)

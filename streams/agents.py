@@ -26,6 +26,7 @@ from streams.rebuild import Rebuilder
 from streams.settings import WorkerSettings
 from streams.sources import Sources, telemetry_sources
 from streams.store import StoreWriter
+from streams.transport import manual_events
 
 AGENT_PREFIX = "streams.app."  # the agents' names (faust's default: their module), kept when they moved here
 
@@ -222,7 +223,7 @@ def register(app: faust.App, agents: Agents) -> None:
     @app.agent(topics.telemetry, name=AGENT_PREFIX + "detect", concurrency=1)
     async def detect(stream):
         on_telemetry = agents.on_telemetry
-        async for event in stream.noack().events():
+        async for event in manual_events(stream):  # as stream.noack().events(), for less (streams.transport)
             await on_telemetry(event)
 
     @app.agent(topics.jobs, name=AGENT_PREFIX + "jobs", concurrency=1)
@@ -232,7 +233,7 @@ def register(app: faust.App, agents: Agents) -> None:
 
     @app.agent(topics.symptoms, name=AGENT_PREFIX + "correlate", concurrency=1)
     async def correlate(stream):
-        async for event in stream.noack().events():
+        async for event in manual_events(stream):
             await agents.on_symptoms(event)
 
     @app.timer(interval=1.0)

@@ -41,6 +41,17 @@ def test_replacing_a_section_keeps_the_one_whose_title_starts_alike(tmp_path):
     assert text.count("## ") == 3
 
 
+def test_the_kafka_report_replaces_its_own_section_only(tmp_path):
+    from bench.kafka_report import HEADING
+
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(DOC + "\n## Kafka throughput with mapping (`x --mapped`)\n\nmapped figures\n")
+    write_section(doc, HEADING, "## Kafka throughput (`bench/kafka_throughput.py`)\n\nnew kafka\n")
+    text = doc.read_text()
+    assert "new kafka" in text and "kafka figures" not in text and "mapped figures" in text
+    assert text.count("## Kafka throughput (") == 1
+
+
 def test_a_coarse_bench_file_is_polled_at_its_interval_with_the_records_asked(tmp_path):
     folder = generate(20_000, tmp_path, 30)
     truth = json.loads((folder / "truth.json").read_text())

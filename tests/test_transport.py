@@ -132,3 +132,93 @@ def test_fetched_records_hold_back_other_fetches_for_the_prefetch_backoff(tmp_pa
             await thread._consumer.stop()
 
     run(tmp_path, topology, test, bootstrap=kafka_bootstrap)
+
+
+# ---------------------------------------------------------------- manual_events
+
+
+def _events_through(app, iterate, generations: list[int], topic: str) -> tuple[list[int], dict[int, tuple]]:
+    """Messages of `generations` (one each, offsets 0..) through a fresh stream of `topic`
+    read with `iterate(stream)`: the offsets it yields, and each message's (tracked,
+    acked, unacked) state once the last yield has been taken."""
+    from faust.types.tuples import TP as FaustTP
+    from faust.types.tuples import ConsumerMessage
+
+    async def go():
+        stream = app.stream(app.topic(topic, key_type=bytes, value_type=bytes, key_serializer="raw",
+                                      value_serializer="raw"))
+        app.topics._acking_topics.add(topic)
+        tp = FaustTP(topic, 0)
+        messages = [ConsumerMessage(topic, 0, i, 0.0, 0, [], b"k", b"v%d" % i, None, tp=tp, generation_id=g)
+                    for i, g in enumerate(generations)]
+        for m in messages:
+            stream.channel.queue.put_nowait(await stream.channel.decode(m))
+        expected = sum(g == app.consumer_generation_id for g in generations)
+        yielded = []
+
+        async def take():
+            async for event in iterate(stream):
+                yielded.append(event.message.offset)
+                if len(yielded) == expected:
+                    break
+
+        if expected:
+            await asyncio.wait_for(take(), timeout=10)
+        unacked = app.consumer.unacked
+        return yielded, {m.offset: (m.tracked, m.acked, m in unacked) for m in messages}
+
+    return go()
+
+
+@pytest.mark.parametrize("generations", [[0, 0, 0], [0, 1, 0, 0], [1, 1, 0]])
+def test_manual_events_yields_and_tracks_as_fausts_own_iterator(tmp_path, topology, generations):
+    """Same events, in the same order, tracked as unacked, none acked except those of
+    another generation (skipped, as faust skips them during a rebalance)."""
+    from streams.transport import manual_events
+
+    async def test(consumer):
+        app = consumer.app
+        app.consumer_generation_id = 0
+        app.flow_control.resume()  # as the consumer does once partitions are assigned
+        theirs = await _events_through(app, lambda s: s.noack().events(), generations, "faust-own")
+        ours = await _events_through(app, manual_events, generations, "manual")
+        assert ours == theirs
+        assert ours[0] == [i for i, g in enumerate(generations) if g == 0]
+
+    run(tmp_path, topology, test)
+
+
+def test_manual_events_lets_other_tasks_run_every_yield_every_events(tmp_path, topology):
+    from streams.transport import YIELD_EVERY, manual_events
+
+    async def test(consumer):
+        app = consumer.app
+        app.flow_control.resume()
+        turns, seen_at = [0], []
+
+        async def other():
+            while True:
+                turns[0] += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        try:
+            original = manual_events
+
+            def spy(stream):
+                async def gen():
+                    async for event in original(stream):
+                        seen_at.append(turns[0])
+                        yield event
+                return gen()
+
+            n = 3 * YIELD_EVERY
+            yielded, _ = await _events_through(app, spy, [app.consumer_generation_id] * n, "fair")
+        finally:
+            task.cancel()
+        assert len(yielded) == n
+        # the other task ran about once per YIELD_EVERY events, not once per event nor never
+        assert 2 <= seen_at[-1] - seen_at[0] <= 4
+
+    run(tmp_path, topology, test)
