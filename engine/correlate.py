@@ -111,7 +111,9 @@ class Correlator:
             elif self.busy.get(s.entity.id, s).key == s.key:
                 self.busy.pop(s.entity.id, None)
             return
-        if s.kind in CONGESTION_KINDS and shared_link(self.topology, s.entity.id) is not None:
+        evidence = self.config.persistence.evidence_only  # the models' evidence congests no link
+        if (s.kind in CONGESTION_KINDS and shared_link(self.topology, s.entity.id) is not None
+                and not (evidence is not None and evidence(s.rule))):
             if s.end is None:
                 self.shared[s.key] = s
             else:

@@ -192,3 +192,34 @@ def test_a_sustained_rule_symptom_beside_model_evidence_still_opens():
     evidence = _queue(rule_id("queue", "queue_congested"), T0 + 100, T0 + 400)
     got = _stage_incidents([evidence, _marks(T0 + 150, T0 + 210)], T0 + 500)
     assert [i["root_causes"][0]["cause"] for i in got.values()] == ["congestion"]
+
+
+def test_model_evidence_on_an_uplink_names_no_noisy_neighbor():
+    """A busy uplink that drops nothing: the models' queue-occupancy evidence on
+    leaf1:swp51 while job 7's hosts send at 75 % (on three clean tune runs this opened a
+    job surge: the evidence counted as a congested shared link). Evidence ranks, it makes
+    no link congested for attribution: nothing is published. The contrast: the same load
+    beside the rules' congestion of that uplink names job 7 (the timeline test
+    tests/test_correlation_timeline.py::test_a_job_whose_unsaturated_hosts_fill_the_uplinks_is_named_noisy_neighbor)."""
+    from engine.jobs import JobBook
+    from tests.test_correlation_timeline import NOISY, VICTIM, episode
+    from tests.test_correlation_timeline import TOPO as FABRIC
+    book = JobBook()
+    for j in (NOISY, VICTIM):
+        book.update(j)
+    model = rule_id("queue", "queue_congested")
+    evidence = [(t, dataclasses.replace(s, rule=model, key=s.key.replace("queue_congested@", f"{model}@")))
+                for t, s in episode("queue_congested", "leaf1:swp51", 22, 120)]
+    load = episode("nic_tx_busy", "gpu1:eth0", 20, 120, metrics={"util_tx": 0.75}) \
+        + episode("nic_tx_busy", "gpu3:eth0", 20, 120, metrics={"util_tx": 0.7})
+    stage = CorrelateStage(topology=FABRIC, rules=load_rules(None), jobs=book, opens_incident=opens_incident)
+    c, published, i = stage.correlator, {}, 0
+    events = sorted(evidence + load, key=lambda e: (e[0], e[1].key, e[1].end is not None))
+    for sec in range(220):
+        now = T0 + sec
+        while i < len(events) and events[i][0] <= now:
+            c.add(events[i][1])
+            i += 1
+        c.advance(now)
+        published |= {inc["id"]: inc for inc in c.drain()}
+    assert published == {}
