@@ -111,8 +111,14 @@ def _correlate(sent: list) -> dict:
     rules = load_rules(None)
     c = Correlator(topology=TOPO, jobs=JobBook(),
                    opens_incident=lambda r: opens_incident(r) if r.startswith("model:") else rules.opens_incident(r))
+    return _feed(c, sent, int(sent[-1][0] - T0) + 120 if sent else 0)
+
+
+def _feed(c: Correlator, sent: list, seconds: int) -> dict:
+    """Feed (when heard, symptom) pairs in order, advancing each second for `seconds`;
+    the latest version of each published incident, by id."""
     latest, i = {}, 0
-    for sec in range(int(sent[-1][0] - T0) + 120 if sent else 0):
+    for sec in range(seconds):
         now = T0 + sec
         while i < len(sent) and sent[i][0] <= now:
             c.add(sent[i][1])
@@ -213,13 +219,5 @@ def test_model_evidence_on_an_uplink_names_no_noisy_neighbor():
     load = episode("nic_tx_busy", "gpu1:eth0", 20, 120, metrics={"util_tx": 0.75}) \
         + episode("nic_tx_busy", "gpu3:eth0", 20, 120, metrics={"util_tx": 0.7})
     stage = CorrelateStage(topology=FABRIC, rules=load_rules(None), jobs=book, opens_incident=opens_incident)
-    c, published, i = stage.correlator, {}, 0
     events = sorted(evidence + load, key=lambda e: (e[0], e[1].key, e[1].end is not None))
-    for sec in range(220):
-        now = T0 + sec
-        while i < len(events) and events[i][0] <= now:
-            c.add(events[i][1])
-            i += 1
-        c.advance(now)
-        published |= {inc["id"]: inc for inc in c.drain()}
-    assert published == {}
+    assert _feed(stage.correlator, events, 220) == {}
