@@ -23,7 +23,7 @@ from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_i
 from engine.jobs import JobBook
 from engine.maintenance import ADMIN_DOWN_FAMILY, admin_down_reason, window_reason
 from engine.ports import MaintenanceSource
-from engine.rank import CONGESTION_KINDS, Context, explain, hypotheses, rank
+from engine.rank import CONGESTION_KINDS, Context, explain, hypotheses, pressed, rank
 from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
 
@@ -220,6 +220,9 @@ class Correlator:
         self.watermark = watermark
         self._job_surges()
         ctx = self._context()
+        if any(inc.dirty for inc in self.open.values()):
+            ctx = dataclasses.replace(ctx, pressed=pressed(
+                (x for inc in self.open.values() for x in inc.symptoms.values()), self.topology))
         for inc in list(self.open.values()):
             if inc.dirty:
                 self._rerank(inc, ctx)

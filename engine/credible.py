@@ -41,6 +41,10 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
   look-alikes are many witnesses by nature: a link bounce is seen down from both ends, a
   job's surge and its hosts' saturation are one measurement, congestion on a shared link
   waits for attribution, storage latency is one witness.
+- **pressed**: a `pfc_storm` at an interface that was pressed while its pause lasted (a
+  switch paused on any port or with a congested egress, a NIC paused: `Context.pressed`,
+  from every open candidate) relays pause and is never credible; nor is a `congestion`
+  at a switch port that was paused itself (its queue fills behind the stopped egress).
 - `device_down` needs the switch's links seen down by their far ends, on half of its
   links and at least two (a dead switch takes all its links down; two hosts rebooting
   under one leaf take two): a switch whose telemetry stops while its peers see their links up is a collector
@@ -60,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.attribution import shared_link
-from engine.rank import Context, explain
+from engine.rank import Context, explain, pressure_key
 from engine.types import Entity, Symptom, device_of
 
 REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
@@ -104,8 +108,10 @@ class Persistence:
         direct = [s for s in symptoms if explain(cause, entity, s, ctx) >= 1.0]
         if self.evidence_only is not None:
             direct = [s for s in direct if not self.evidence_only(s.rule)]
-        if not direct:
+        if not direct or (cause == "pfc_storm" and self._pressed(pressure_key(entity, ctx.topology), direct, ctx)):
             return None
+        if cause == "congestion" and self._pressed(entity.id, direct, ctx):
+            return None  # a queue behind a paused egress: the pause's victim
         if any(s.kind in self.at_once for s in direct):
             return min(s.start for s in direct)
         shared = cause == "congestion" and shared_link(ctx.topology, entity.id) is not None
@@ -146,6 +152,15 @@ class Persistence:
             else:
                 out.append([a, b])
         return [(a, b) for a, b in out]
+
+    def _pressed(self, key: str, direct: list[Symptom], ctx: Context) -> bool:
+        """Whether `key` (`Context.pressed`, from every open candidate) was pressed while
+        the evidence lasted: a switch paused or with a congested egress, or a NIC paused,
+        relays pause and is no pfc_storm however long it sends; a switch port paused
+        itself is congested behind the pause."""
+        spans = ctx.pressed.get(key, ())
+        gap = self.join_gap_s
+        return any(a <= d + gap and c <= b + gap for a, b in spans for c, d in self.stretches(direct))
 
     def _corroborated(self, direct: list[Symptom]) -> float | None:
         """The first start of `witnesses` independent reports (rule, entity) that were

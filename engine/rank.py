@@ -8,7 +8,8 @@ symptom?" in [0, 1].
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.topology import Topology
@@ -27,6 +28,9 @@ class Context:
     topology: Topology
     jobs: tuple[Job, ...] = ()
     admin_down: frozenset[str] = frozenset()
+    # device -> when it relayed pressure, from every open candidate (`pressed`): empty
+    # unless the correlator filled it (credibility of pfc_storm, engine/credible.py)
+    pressed: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
     def dist(self, a: str, b: str) -> int | None:
         return self.topology.distance(a, b)
@@ -91,9 +95,20 @@ def _link_flap(e: Entity, s: Symptom, ctx: Context) -> float:
         return 1.0
     if s.kind == "nic_retransmit" and any(ctx.near(s.device, device_of(x), 2) for x in ends):
         return 0.4
-    if s.kind in CONGESTION_KINDS and _beside(ends, s, ctx):
+    if s.kind in CONGESTION_KINDS and (_beside(ends, s, ctx) or _rerouted(ends, s, ctx)):
         return 0.5  # the traffic it drops moves onto the links beside it: rerouting congestion
     return 0.0
+
+
+def _rerouted(ends: tuple[str, ...], s: Symptom, ctx: Context) -> bool:
+    """Whether symptom s is on a switch next to an end of a switch-to-switch link: the
+    surviving equal-cost paths between the link's two tiers run through the switches
+    cabled to its ends (the other spines of a leaf, the other leaves of a spine), so the
+    traffic the link drops fills their ports. A host link has no such detour."""
+    topo = ctx.topology
+    if s.entity.id in ends or not topo.is_switch(s.device) or not all(topo.is_switch(device_of(x)) for x in ends):
+        return False
+    return any(ctx.dist(device_of(x), s.device) == 1 for x in ends)
 
 
 def _beside(ends: tuple[str, ...], s: Symptom, ctx: Context) -> bool:
@@ -246,6 +261,9 @@ def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Conte
     """Physics that rules a candidate down whatever it explains."""
     if cause == "pfc_storm":
         return _pause_origin(entity, symptoms, ctx)
+    elif cause == "congestion":
+        if any(s.kind in ("pfc_pause_rx", "pfcwd_storm") and s.entity.id == entity.id for s in symptoms):
+            return 0.35  # its egress is paused: the queue fills behind the pause, a victim
     elif cause == "device_down":
         if not any(s.kind == "switch_silent" and s.entity.id == entity.id for s in symptoms):
             return 0.4  # a switch that still reports is not down
@@ -272,7 +290,8 @@ def _pause_origin(entity: Entity, symptoms: list[Symptom], ctx: Context) -> floa
     switch = ctx.topology.is_switch(dev)
     # a switch forwards between its ports, so pause received on any of them is behind this
     # one; a host's NICs do not (eight rails of one host reach eight leaves): only its own
-    if any(s.kind == "pfc_pause_rx" and (s.device == dev if switch else s.entity.id == entity.id) for s in symptoms):
+    if any(s.kind == "pfc_pause_rx" and pressure_key(s, ctx.topology) == pressure_key(entity, ctx.topology)
+           for s in symptoms):
         return 0.35  # paused itself: a relay
     if switch and any(s.family == "congestion" and s.kind != "cnp_sender" and s.device == dev for s in symptoms):
         return 0.3  # a congested egress behind it: the pause is that congestion's
@@ -280,6 +299,33 @@ def _pause_origin(entity: Entity, symptoms: list[Symptom], ctx: Context) -> floa
     if switch:
         return 0.6 if sends else 0.5
     return 1.0 if sends else 0.8
+
+
+def pressure_key(x: Symptom | Entity, topology: Topology) -> str:
+    """What pause presses: a switch as a whole (its ports share one buffer: an egress
+    paused or congested backs up every ingress), a host NIC alone (a host with a NIC per
+    rail has a buffer per NIC: pause on one does not stop another)."""
+    iface = x.entity.id if isinstance(x, Symptom) else x.id
+    dev = device_of(iface)
+    return dev if topology.is_switch(dev) else iface
+
+
+def pressed(symptoms: Iterable[Symptom], topology: Topology) -> dict[str, tuple[tuple[float, float], ...]]:
+    """When each switch or NIC (`pressure_key`) was a relay of pause (contract section 8):
+    the spans during which it received pause or (a switch) had a congested egress. One
+    pressed so sends pause as a victim, whichever incident the pressure's symptoms are in.
+    A switch port paused itself is listed under its own name too: its queue fills
+    because its egress is stopped, so its congestion is the pause's, not a cause."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for s in symptoms:
+        paused = s.kind in ("pfc_pause_rx", "pfcwd_storm")
+        congested = s.kind in CONGESTION_KINDS and topology.is_switch(s.device)
+        if (paused or congested) and s.entity.kind == "interface":
+            span = (s.start, s.end if s.end is not None else s.last)
+            out.setdefault(pressure_key(s, topology), []).append(span)
+            if paused and topology.is_switch(s.device):
+                out.setdefault(s.entity.id, []).append(span)
+    return {d: tuple(sorted(v)) for d, v in out.items()}
 
 
 def rank(symptoms: list[Symptom], ctx: Context) -> list[RootCause]:
