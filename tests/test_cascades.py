@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.correlate import Correlator
 from engine.credible import Persistence
-from engine.jobs import JobBook
 from engine.rank import Context, plausibility, pressed
 from engine.topology import Topology
 from engine.types import Entity
@@ -39,17 +37,8 @@ def heard(rule: str, entity: str, start: float, end: float | None, *, after: flo
     return [(first, head)] + out
 
 
-def run_on(topology: Topology, events, *, until: float):
-    c = Correlator(topology=topology, jobs=JobBook(), opens_incident=RULES.opens_incident)
-    events = sorted(events, key=lambda e: (e[0], e[1].key, e[1].end is not None))
-    latest, i = {}, 0
-    for sec in range(int(until) + 1):
-        while i < len(events) and events[i][0] <= T0 + sec:
-            c.add(events[i][1])
-            i += 1
-        c.advance(T0 + sec)
-        latest.update({inc["id"]: inc for inc in c.drain()})
-    return latest
+def run_on(topology: Topology, events, *, until: float) -> dict:
+    return run(events, until=until, topology=topology)[1]
 
 
 # --- a flapping fabric link -------------------------------------------------------------
@@ -126,18 +115,9 @@ def test_a_pause_tree_beyond_two_hops_names_only_the_congested_root():
 
 def first_leads(topology: Topology, events, *, until: float) -> list[tuple[str, str]]:
     """The leading cause of each incident as first published (what paged someone)."""
-    c = Correlator(topology=topology, jobs=JobBook(), opens_incident=RULES.opens_incident)
-    events = sorted(events, key=lambda e: (e[0], e[1].key, e[1].end is not None))
-    first, i = {}, 0
-    for sec in range(int(until) + 1):
-        while i < len(events) and events[i][0] <= T0 + sec:
-            c.add(events[i][1])
-            i += 1
-        c.advance(T0 + sec)
-        for inc in c.drain():
-            top = inc["root_causes"][0]
-            first.setdefault(inc["id"], (top["cause"], top["entity"]["id"]))
-    return sorted(first.values())
+    first: dict = {}
+    run(events, until=until, topology=topology, first=first)
+    return sorted((i["root_causes"][0]["cause"], i["root_causes"][0]["entity"]["id"]) for i in first.values())
 
 
 def test_a_queue_behind_a_paused_egress_is_no_congestion_even_heard_before_the_storm():

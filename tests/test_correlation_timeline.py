@@ -74,9 +74,11 @@ def episode(rule: str, entity: str, start: float, end: float | None, *, metrics:
 
 
 def run(events: list[tuple[float, Symptom]], *, until: float, jobs: list[Job] = (),
-        config: CorrelationConfig = CorrelationConfig(), topology: Topology = TOPO) -> tuple[Correlator, dict]:
+        config: CorrelationConfig = CorrelationConfig(), topology: Topology = TOPO,
+        first: dict | None = None) -> tuple[Correlator, dict]:
     """Feed the events in time order, advancing the watermark each second; the latest
-    version of each published incident, by id."""
+    version of each published incident, by id (and into `first`, if given, the first
+    version: what paged someone)."""
     book = JobBook()
     for j in jobs:
         book.update(j)
@@ -92,6 +94,8 @@ def run(events: list[tuple[float, Symptom]], *, until: float, jobs: list[Job] = 
         c.advance(now)
         for inc in c.drain():
             latest[inc["id"]] = inc
+            if first is not None:
+                first.setdefault(inc["id"], inc)
     return c, latest
 
 
