@@ -105,8 +105,7 @@ def windows(level: Level, interval: float) -> tuple[float, float]:
     as many): at 30 s polling a median of 6 samples of a clean NIC's PCIe stall share
     against one of 10 rose by the rule's 0.9 points about once in 10,000 judgements
     (33 incidents in 9 h of a clean 260-NIC fabric), of 12 against 24 never in 300,000."""
-    floor = span(level.min_samples, interval)
-    recent, baseline = max(level.recent_s, floor), max(level.baseline_s, floor)
+    recent, baseline = nominal(level, interval)
     if level.needs_baseline:
         recent = max(recent, level.compare_samples * interval)
         baseline = max(baseline, 2 * level.compare_samples * interval)

@@ -20,6 +20,9 @@ CONGESTION_KINDS = ("queue_congested", "ecn_marking", "wred_drops")
 MAX_CAUSES = 5
 
 
+PAUSED_KINDS = ("pfc_pause_rx", "pfcwd_storm")  # an interface receiving pause (a watchdog: a storm of it)
+
+
 @dataclass(frozen=True)
 class Context:
     """What the physics needs beside the symptoms: the graph, the running jobs and the
@@ -64,7 +67,7 @@ def hypotheses(s: Symptom, ctx: Context) -> list[tuple[str, Entity]]:
             out.append(("link_degraded", Entity("link", link)))
     elif s.kind in ("pfc_pause_tx", "pause_storm_event"):
         out.append(("pfc_storm", Entity("interface", eid)))
-    elif s.kind in ("pfc_pause_rx", "pfcwd_storm"):
+    elif s.kind in PAUSED_KINDS:
         peer = topo.peer(eid)
         if peer:
             out.append(("pfc_storm", Entity("interface", peer)))
@@ -262,7 +265,7 @@ def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Conte
     if cause == "pfc_storm":
         return _pause_origin(entity, symptoms, ctx)
     elif cause == "congestion":
-        if any(s.kind in ("pfc_pause_rx", "pfcwd_storm") and s.entity.id == entity.id for s in symptoms):
+        if any(s.kind in PAUSED_KINDS and s.entity.id == entity.id for s in symptoms):
             return 0.35  # its egress is paused: the queue fills behind the pause, a victim
     elif cause == "device_down":
         if not any(s.kind == "switch_silent" and s.entity.id == entity.id for s in symptoms):
@@ -318,7 +321,7 @@ def pressed(symptoms: Iterable[Symptom], topology: Topology) -> dict[str, tuple[
     because its egress is stopped, so its congestion is the pause's, not a cause."""
     out: dict[str, list[tuple[float, float]]] = {}
     for s in symptoms:
-        paused = s.kind in ("pfc_pause_rx", "pfcwd_storm")
+        paused = s.kind in PAUSED_KINDS
         congested = s.kind in CONGESTION_KINDS and topology.is_switch(s.device)
         if (paused or congested) and s.entity.kind == "interface":
             span = (s.start, s.end if s.end is not None else s.last)
