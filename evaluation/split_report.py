@@ -122,10 +122,14 @@ HONEST = """How the split is kept honest. The test split's seeds (900000 + k) an
 split's ranges are wider and it has what tune lacks: 30 s polling, the three-tier fabric
 with superspines, fault placements on odd leaves and hosts, weak intensities, 100 and
 800 Gb/s links, 128 MiB buffers, a 1024-byte MTU, a lower ECN knee, longer and steeper
-job ramp-ups, up to 5 s of clock skew and 5 % missed samples (`sim/realism.py`). Every
+job ramp-ups, up to 5 s of clock skew and 5 % missed samples (`sim/realism.py`). A third
+split, tune-wide (seeds 300000 + k), is tuned on too: the tune split's fabrics and even
+placements with the test split's ranges, so that tuning sees the noise of wide ranges
+while the test split keeps its own seeds, its bigger and three-tier fabrics and its odd
+placements, which no tuning split has. Every
 run is a scenario rewritten by the realism layer (`sim/realism.py`, `sim/deliver.py`,
 `sim/shapes.py`) with the benign cases of contract section 8. Thresholds are tuned on
-the tune split only (`fabric-rca simulate --suite DIR --split tune`, scored with
+the tune splits only (`fabric-rca simulate --suite DIR --split tune|tune-wide`, scored with
 `python -m evaluation.split_report DIR` and `python -m evaluation.false_report DIR`);
 the test split is built and scored once, at the end, on the merged engine, by
 `scripts/accuracy-split`, and nobody changes the engine because of it. Were that to

@@ -31,6 +31,20 @@ _UNIT = {"switch_port": 1e3, "switch_queue": 1e3, "nic_port": 1e9, "storage": 1.
 _CLASS = {"switch_port": "switch", "switch_queue": "switch", "nic_port": "nic",
           "storage": "storage"}
 INTERVALS = {"tune": (1, 5, 10), "test": (1, 5, 10, 30)}
+# A split draws from the narrow (tune) or the wide (test) ranges; "tune-wide" is the tune
+# split's seeds, fabrics and placements with the test split's ranges (sim/split.py).
+RANGES_OF = {"tune": "tune", "test": "test", "tune-wide": "test"}
+
+
+def wide(split: str) -> bool:
+    """Whether `split` draws from the wide ranges."""
+    return ranges_of(split) == "test"
+
+
+def ranges_of(split: str) -> str:
+    if split not in RANGES_OF:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(RANGES_OF)}")
+    return RANGES_OF[split]
 MIB = 1024 * 1024
 # Physics constants per split: link speeds and buffers from a choice, the rest uniform.
 SPEEDS_GBPS = {"tune": (200, 400), "test": (100, 200, 400, 800)}
@@ -190,7 +204,7 @@ def _operations(rng, f: Fabric, t0, t1, split: str) -> list[Phenomenon]:
         out.append(Phenomenon("collector_gap", "*", sw, None, t, t + rng.uniform(20, 180)))
     if rng.random() < 0.6:
         dev = rng.choice(f.switches + [x.name for x in f.hosts])
-        lim = 5.0 if split == "test" else 3.0
+        lim = 5.0 if wide(split) else 3.0
         out.append(Phenomenon("clock_skew", "*", dev, None, t0, t1,
                               {"skew_s": round(rng.uniform(-lim, lim), 3)}))
     for _ in range(rng.randint(0, 2)):
@@ -217,7 +231,8 @@ def _workload(rng, f: Fabric, t0, t1) -> list[Phenomenon]:
 
 def draw_physics(rng: random.Random, split: str) -> tuple[int, Physics]:
     """(link speed in Gb/s, physics constants) for one run, wider ranges in test."""
-    k = 1 if split == "test" else 0
+    k = 1 if wide(split) else 0
+    split = ranges_of(split)
 
     def u(name: str) -> float:
         return rng.uniform(*RANGES[name][k])
@@ -247,13 +262,13 @@ def draw_events(rng: random.Random, *, split: str, busy: list[tuple[float, float
     """Job ramp-ups (clean runs: 1-2; fault runs: one in half of them) and an idle port
     (in a third of the runs), each in a gap of at least its length outside `busy` (the
     faults' windows widened, seconds into the run), so they never overlap a fault."""
-    wide = split == "test"
+    wider = wide(split)
     wanted: list[Scheduled] = []
     for _ in range(rng.randint(1, 2) if not busy else int(rng.random() < 0.5)):
-        rise = rng.uniform(10, 180) if wide else rng.uniform(20, 120)
-        hold = rng.uniform(30, 600) if wide else rng.uniform(60, 300)
+        rise = rng.uniform(10, 180) if wider else rng.uniform(20, 120)
+        hold = rng.uniform(30, 600) if wider else rng.uniform(60, 300)
         wanted.append(Scheduled("job_ramp_up", 0.0, rise + hold, rng.randrange(1000), rise_s=round(rise, 1),
-                                peak=round(rng.uniform(0.6, 0.9) if wide else rng.uniform(0.65, 0.85), 3)))
+                                peak=round(rng.uniform(0.6, 0.9) if wider else rng.uniform(0.65, 0.85), 3)))
     if rng.random() < 1 / 3:
         wanted.append(Scheduled("idle_port", 0.0, rng.uniform(60, 300), rng.randrange(1000)))
     out: list[Scheduled] = []
@@ -273,20 +288,18 @@ def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
          duration: float) -> Params:
     """Realism parameters for one run: intervals per device class, delivery mess and
     benign phenomena, from ranges that are wider in the test split."""
-    if split not in INTERVALS:
-        raise ValueError(f"unknown split {split!r}; valid: {', '.join(INTERVALS)}")
-    choices = INTERVALS[split]
+    choices = INTERVALS[ranges_of(split)]
     main = rng.choice(choices)
     intervals = {"switch": main, "nic": main if rng.random() < 0.6 else rng.choice(choices),
                  "storage": max(main, rng.choice(choices))}
-    wide = split == "test"
+    wider = wide(split)
     t0, t1 = start + 5, start + duration - 5
     per_hour = duration / 3600
-    blips = max(2, round(rng.uniform(6, 30 if wide else 15) * per_hour * 4))
+    blips = max(2, round(rng.uniform(6, 30 if wider else 15) * per_hour * 4))
     phenomena = (_blips(rng, fabric, t0, t1, blips)
                  + _collectives(rng, fabric, t0, t1, max(1, round(rng.uniform(2, 8) * per_hour * 4)))
                  + _operations(rng, fabric, t0, t1, split) + _workload(rng, fabric, t0, t1))
     return Params(intervals, jitter_s=rng.choice((0, 1, 1, 2)) if main >= 5 else 0,
-                  missed=rng.uniform(0, 0.05 if wide else 0.02),
-                  duplicate=rng.uniform(0, 0.01), late=rng.uniform(0, 0.01 if wide else 0.005),
+                  missed=rng.uniform(0, 0.05 if wider else 0.02),
+                  duplicate=rng.uniform(0, 0.01), late=rng.uniform(0, 0.01 if wider else 0.005),
                   phenomena=phenomena)

@@ -23,7 +23,8 @@ from .jobs import Job, hostlist
 from .paths import affected_jobs
 from .realism import SEP
 
-SHAPES = {"tune": ("two_tier", "two_tier", "rails"), "test": ("two_tier", "rails", "three_tier")}
+SHAPES = {"tune": ("two_tier", "two_tier", "rails"), "tune-wide": ("two_tier", "two_tier", "rails"),
+          "test": ("two_tier", "rails", "three_tier")}
 SUPERSPINES = 2
 
 

@@ -8,6 +8,12 @@ superspines, and fault placements on odd leaves/hosts (tune places on even ones 
 Clean entries (no fault, only benign phenomena) are in both; `clean_hours` scales the
 test split's clean time (900 s per clean entry).
 
+A third split, "tune-wide", is tuned on like tune: tune's fabrics, shapes and even
+placements with the test split's ranges (intervals up to 30 s, link speeds, physics,
+intensities, benign phenomena), from seeds of its own (TUNE_WIDE_SEED + k). It shows
+tuning the noise of wide ranges; test keeps its own seeds, the three-tier fabric, its
+bigger fabrics and odd placements, which no tuning split has.
+
     simulate_split(out=Path("split/test"), split="test", clean_hours=1.5)
 """
 from __future__ import annotations
@@ -22,17 +28,19 @@ from pathlib import Path
 
 from .deliver import apply
 from .fabric import Fabric, FabricSpec
-from .realism import draw, draw_events, draw_physics
+from .realism import draw, draw_events, draw_physics, wide
 from .scenarios import make_plan, simulate
 from .shapes import SHAPES, reshape
 
-TUNE_SEED, TEST_SEED, SEED_SPAN = 100_000, 900_000, 100_000
+TUNE_SEED, TUNE_WIDE_SEED, TEST_SEED, SEED_SPAN = 100_000, 300_000, 900_000, 100_000
+SPLITS = ("tune", "tune-wide", "test")
 CAUSES = ("link_flap", "link_degraded", "pfc_storm", "congestion", "microburst",
           "nic_degraded", "storage_slow", "device_down", "noisy_neighbor",
           "fec_creep", "pcie_stall", "storage_drift", "pfc_storm_low")
 HOSTISH = {"link_flap", "pfc_storm", "congestion", "microburst", "nic_degraded",
            "pcie_stall", "pfc_storm_low"}
 FABRICS = {"tune": (FabricSpec(), FabricSpec(spines=2, leaves=4, hosts_per_leaf=6)),
+           "tune-wide": (FabricSpec(), FabricSpec(spines=2, leaves=4, hosts_per_leaf=6)),
            "test": (FabricSpec(), FabricSpec(spines=4, leaves=6, hosts_per_leaf=4),
                     FabricSpec(spines=3, leaves=8, hosts_per_leaf=4, storage_hosts=3))}
 
@@ -51,9 +59,9 @@ def entries(split: str, *, clean_hours: float | None = None,
             repeats: int | None = None) -> list[SplitEntry]:
     """The split's table: every cause `repeats` times (default 2 tune, 3 test) and the
     clean runs."""
-    if split not in ("tune", "test"):
-        raise ValueError(f"unknown split {split!r}; valid: tune, test")
-    base = TUNE_SEED if split == "tune" else TEST_SEED
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
+    base = {"tune": TUNE_SEED, "tune-wide": TUNE_WIDE_SEED, "test": TEST_SEED}[split]
     hours = clean_hours if clean_hours is not None else (0.5 if split == "tune" else 1.5)
     out, k = [], 0
     for r in range(repeats or (2 if split == "tune" else 3)):
@@ -69,8 +77,8 @@ def entries(split: str, *, clean_hours: float | None = None,
 
 
 def _target(rng: random.Random, split: str, scenario: str, fab: Fabric) -> str | None:
-    """A placement: tune on even leaves/hosts only, test anywhere."""
-    pick = (lambda xs: rng.choice(xs[::2])) if split == "tune" else rng.choice
+    """A placement: tune (and tune-wide) on even leaves/hosts only, test anywhere."""
+    pick = rng.choice if split == "test" else (lambda xs: rng.choice(xs[::2]))
     if scenario in HOSTISH:
         return pick([e.name for e in fab.hosts])
     if scenario in ("link_degraded", "fec_creep"):
@@ -92,7 +100,7 @@ def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
     speed, physics = draw_physics(prng, split)
     spec = replace(RAILS8 if shape == "rails" else rng.choice(FABRICS[split]), speed_gbps=speed)
     fab = Fabric(spec)
-    intensity = rng.choice(("strong", "medium", "weak") if split == "test" else ("strong", "medium"))
+    intensity = rng.choice(("strong", "medium", "weak") if wide(split) else ("strong", "medium"))
     target = _target(rng, split, entry.scenario, fab)
     kw = dict(scenario=entry.scenario, seed=entry.seed, fabric=spec, duration=entry.duration,
               intensity=intensity, target=target)

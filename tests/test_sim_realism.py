@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import re
 import subprocess
 import sys
@@ -17,8 +18,9 @@ import pytest
 from sim import FabricSpec, simulate
 from sim.deliver import apply
 from sim.fabric import BASE_EPOCH, Fabric
-from sim.realism import Params, Phenomenon
-from sim.split import SplitEntry, TEST_SEED, TUNE_SEED, build, entries
+from sim.history import HISTORY_SEED_OFFSET
+from sim.realism import INTERVALS, SPEEDS_GBPS, Params, Phenomenon, draw, draw_physics
+from sim.split import SplitEntry, TEST_SEED, TUNE_SEED, TUNE_WIDE_SEED, _target, build, entries
 
 SPEC = FabricSpec()
 T0 = BASE_EPOCH
@@ -138,6 +140,25 @@ def test_splits_have_disjoint_fixed_seeds_and_clean_runs():
         assert any(e.scenario == "clean" for e in split)
     clean_s = sum(e.duration for e in test if e.scenario == "clean")
     assert clean_s >= 3600 and len(entries("test", clean_hours=5)) > len(test)
+
+
+def test_tune_wide_has_its_own_seeds_tunes_placements_and_tests_ranges():
+    """tune-wide: seeds no other split draws (nor their histories), tune's even placements
+    and fabrics, the test split's ranges (30 s polling, weak faults, 100/800 Gb/s)."""
+    wide = entries("tune-wide", repeats=4, clean_hours=3)
+    others = {e.seed for s in ("tune", "test") for e in entries(s, repeats=4, clean_hours=5)}
+    assert min(e.seed for e in wide) == TUNE_WIDE_SEED and not {e.seed for e in wide} & others
+    assert not {e.seed + HISTORY_SEED_OFFSET for e in wide} & (others | {e.seed for e in wide})
+    rng = random.Random(1)
+    fab = Fabric(FabricSpec())
+    assert {_target(rng, "tune-wide", "link_flap", fab) for _ in range(200)} <= {e.name for e in fab.hosts[::2]}
+    seen = {draw(random.Random(k), split="tune-wide", fabric=fab, start=0, duration=600).intervals["switch"]
+            for k in range(200)}
+    assert seen == set(INTERVALS["test"])
+    speeds = {draw_physics(random.Random(k), "tune-wide")[0] for k in range(200)}
+    assert speeds == set(SPEEDS_GBPS["test"]) and speeds > set(SPEEDS_GBPS["tune"])
+    with pytest.raises(ValueError, match="unknown split"):
+        draw_physics(random.Random(1), "tune-narrow")
 
 
 def test_same_entry_same_bytes_and_truth_records_realism(tmp_path):
