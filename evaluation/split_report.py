@@ -123,10 +123,10 @@ split's ranges are wider and it has what tune lacks: 30 s polling, the three-tie
 with superspines, fault placements on odd leaves and hosts, weak intensities, 100 and
 800 Gb/s links, 128 MiB buffers, a 1024-byte MTU, a lower ECN knee, longer and steeper
 job ramp-ups, up to 5 s of clock skew and 5 % missed samples (`sim/realism.py`). A third
-split, tune-wide (seeds 300000 + k), is tuned on too: the tune split's fabrics and even
-placements with the test split's ranges, so that tuning sees the noise of wide ranges
-while the test split keeps its own seeds, its bigger and three-tier fabrics and its odd
-placements, which no tuning split has. Every
+split, tune-wide (seeds 300000 + k), is tuned on too: the tune split's even placements
+with the test split's ranges and shapes, on fabrics as big as the test's but of other
+sizes, so that tuning sees the noise of wide ranges and big fabrics while the test split
+keeps its own seeds, fabric sizes and odd placements, which no tuning split has. Every
 run is a scenario rewritten by the realism layer (`sim/realism.py`, `sim/deliver.py`,
 `sim/shapes.py`) with the benign cases of contract section 8. Thresholds are tuned on
 the tune splits only (`fabric-rca simulate --suite DIR --split tune|tune-wide`, scored with

@@ -23,7 +23,7 @@ from .jobs import Job, hostlist
 from .paths import affected_jobs
 from .realism import SEP
 
-SHAPES = {"tune": ("two_tier", "two_tier", "rails"), "tune-wide": ("two_tier", "two_tier", "rails"),
+SHAPES = {"tune": ("two_tier", "two_tier", "rails"), "tune-wide": ("two_tier", "rails", "three_tier"),
           "test": ("two_tier", "rails", "three_tier")}
 SUPERSPINES = 2
 

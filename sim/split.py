@@ -8,11 +8,12 @@ superspines, and fault placements on odd leaves/hosts (tune places on even ones 
 Clean entries (no fault, only benign phenomena) are in both; `clean_hours` scales the
 test split's clean time (900 s per clean entry).
 
-A third split, "tune-wide", is tuned on like tune: tune's fabrics, shapes and even
-placements with the test split's ranges (intervals up to 30 s, link speeds, physics,
-intensities, benign phenomena), from seeds of its own (TUNE_WIDE_SEED + k). It shows
-tuning the noise of wide ranges; test keeps its own seeds, the three-tier fabric, its
-bigger fabrics and odd placements, which no tuning split has.
+A third split, "tune-wide", is tuned on like tune: tune's even placements with the test
+split's ranges (intervals up to 30 s, link speeds, physics, intensities, benign
+phenomena) and shapes (three-tier too), on fabrics as big as the test's but of other
+sizes, from seeds of its own (TUNE_WIDE_SEED + k). It shows tuning the noise of wide
+ranges and bigger fabrics; test keeps its own seeds, fabric sizes and odd placements,
+which no tuning split has.
 
     simulate_split(out=Path("split/test"), split="test", clean_hours=1.5)
 """
@@ -40,7 +41,9 @@ CAUSES = ("link_flap", "link_degraded", "pfc_storm", "congestion", "microburst",
 HOSTISH = {"link_flap", "pfc_storm", "congestion", "microburst", "nic_degraded",
            "pcie_stall", "pfc_storm_low"}
 FABRICS = {"tune": (FabricSpec(), FabricSpec(spines=2, leaves=4, hosts_per_leaf=6)),
-           "tune-wide": (FabricSpec(), FabricSpec(spines=2, leaves=4, hosts_per_leaf=6)),
+           # tune-wide: fabrics as big as the test's, of sizes no other split has
+           "tune-wide": (FabricSpec(), FabricSpec(spines=4, leaves=4, hosts_per_leaf=6),
+                         FabricSpec(spines=2, leaves=6, hosts_per_leaf=5, storage_hosts=3)),
            "test": (FabricSpec(), FabricSpec(spines=4, leaves=6, hosts_per_leaf=4),
                     FabricSpec(spines=3, leaves=8, hosts_per_leaf=4, storage_hosts=3))}
 
