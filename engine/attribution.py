@@ -85,6 +85,25 @@ def dominant_jobs(*, congested: Iterable[Symptom], load: dict[str, float], jobs:
                            min(t for _, _, t in xs)) for j, xs in found.items()}
 
 
+def harmed(job: Job, *, congested: Iterable[Symptom], jobs: Iterable[Job], topology: Topology) -> bool:
+    """Whether `job` sends across a congested switch-to-switch link that another running
+    job also crosses: a neighbour it can hurt (contract section 8). A job whose hosts are
+    busy, even near line rate, while no link it shares is congested is a job at high load,
+    which drops nothing: a ramp-up, healthy but unusual, not a noisy neighbour."""
+    links = {shared_link(topology, s.entity.id) for s in congested} - {None}
+    if not links:
+        return False
+    every_storage = tuple(topology.devices("storage"))
+    mine = links & topology.job_links(hosts=job.hosts, storage=())
+    for other in jobs:
+        if other.job_id == job.job_id or not mine:
+            continue
+        storage = every_storage if other.storage is None else other.storage
+        if mine & topology.job_links(hosts=other.hosts, storage=storage):
+            return True
+    return False
+
+
 def _egress_load(job: Job, port: str, load: dict[str, float], topology: Topology) -> float:
     shares = topology.egress_shares(hosts=job.hosts, interface=port)
     return sum(load.get(h, 0.0) * shares.get(h, 0.0) for h in job.hosts)

@@ -87,6 +87,14 @@ class LevelState:
     recent: float | None = None
     baseline: float | None = None
 
+    def restart(self) -> None:
+        """Forget the windows (in place: the compiled kernel holds this object). The
+        series' past was measured while its link was down (no frames, no codewords, no
+        stalls): it is no level for the link that comes back to leave."""
+        self.bucket, self.total, self.count, self.last = -1, 0.0, 0, float("-inf")
+        self.times, self.values = [], []
+        self.verdict, self.recent, self.baseline = False, None, None
+
     def to_wire(self) -> LevelWire:
         return LevelWire(self.bucket, self.total, self.count, self.last, list(self.times),
                          list(self.values), self.verdict, self.recent, self.baseline)

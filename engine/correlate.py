@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from engine.attribution import dominant_jobs, host_load, shared_link
+from engine.attribution import dominant_jobs, harmed, host_load, shared_link
 from engine.cabling import Cabling
 from engine.credible import Persistence
 from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wire
@@ -342,16 +342,20 @@ class Correlator:
         inc.severity = self.config.severity.grade(jobs=len(inc.affected_jobs), hosts=len(hosts))
 
     def _job_surges(self) -> None:
-        """A job surges when most of its hosts saturate their NICs, or when its share of a
-        congested shared link's load is dominant (engine/attribution.py); the surge is a
-        symptom of the job, sent again while it lasts."""
+        """A job surges when most of its hosts saturate their NICs while a shared link it
+        crosses with another job is congested (`harmed`), or when its share of a congested
+        shared link's load is dominant (engine/attribution.py); the surge is a symptom of
+        the job, sent again while it lasts."""
         running = self.jobs.running(self.watermark)
         hot_by_job = {}
         for job in running:
             if len(job.hosts) < 2:
                 continue
             hot = [self.saturated[h] for h in job.hosts if h in self.saturated]
-            if len(hot) / len(job.hosts) >= self.config.surge_fraction:
+            # saturated hosts make a surge only while they hurt a neighbour: a ramp-up to
+            # near line rate that congests no shared link is high load, not a fault
+            if len(hot) / len(job.hosts) >= self.config.surge_fraction and harmed(
+                    job, congested=self.shared.values(), jobs=running, topology=self.topology):
                 hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts))
         noisy = dominant_jobs(congested=self.shared.values(), load=host_load(self.busy.values()), jobs=running,
                               topology=self.topology, share=self.config.dominant_share) if self.shared else {}

@@ -29,6 +29,9 @@ from engine.ports import AnomalyScorer
 from engine.types import Entity, Metric, Symptom
 from rules.schema import Rule, RuleSet
 
+# Rule families that say a series' link is down (oper-down, admin-down): its level rules'
+# windows restart, so a link back from maintenance is judged against a past it was up in.
+LINK_DOWN_FAMILIES = frozenset({"link_state", "maintenance"})
 SAMPLED = frozenset(m for m, spec in MEASUREMENTS.items() if spec.counters)  # polled, not events
 
 
@@ -209,6 +212,19 @@ class Detector:
             memory.levels = [self.levels.setdefault((r.id, metric.series), LevelState()) for r in levels.rules]
         return off
 
+    def _restart_levels(self, metric: Metric) -> None:
+        """The series' link is down on this record: its level rules' windows start again
+        (`LevelState.restart`). A port taken down for maintenance sends no codewords, so
+        its corrected-FEC median while down is zero, and the healthy noise it shows once
+        back up (a hundred frames/s) was a rise of hundreds of times (tune-wide: three
+        `link_degraded` on ports back from admin-down)."""
+        entry = self._compute.get(metric.name)
+        plan = entry[1] if entry is not None else None
+        for r in plan.rules if plan is not None else ():
+            st = self.levels.get((r.id, metric.series))
+            if st is not None:
+                st.restart()
+
     def _level_hit(self, rule: Rule, st: LevelState, metric: Metric, feats: dict) -> None:
         """A level rule's record while its series is off its own level: a hit, and the
         symptom carries the recent and baseline medians."""
@@ -224,6 +240,8 @@ class Detector:
     def _hit(self, rule: Rule, metric: Metric, feats: dict) -> Symptom | None:
         """One record the rule's condition holds on: the active symptom it extends or
         starts (None while the run of hits is still short)."""
+        if rule.family in LINK_DOWN_FAMILIES:
+            self._restart_levels(metric)
         eid = self._entity(rule, metric)
         if eid is None:
             self.unresolved_entities += 1

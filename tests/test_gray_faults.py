@@ -45,6 +45,7 @@ class Exporters:
         self.counters: dict[tuple[str, str], float] = {}
         self.lines: list[tuple[float, str]] = []
         self.down: set[str] = set()  # NICs whose link is down
+        self.admin_down: set[str] = set()  # switch ports an operator took down
 
     def add(self, series: str, name: str, amount: float) -> None:
         key = (series, name)
@@ -91,8 +92,9 @@ def telemetry(interval: int, *, fec=None, pci=None, storage=None, pause=None) ->
             continue
         for port in PORTS:
             host, iface = port.split(":")
+            state = "down" if port in ex.admin_down else "up"
             ex.emit(t, "switch_port", port, {"host": host, "interface": iface},
-                    {"oper_status": "up", "admin_status": "up"})
+                    {"oper_status": state, "admin_status": state})
         for nic in NICS:
             host, iface = nic.split(":")
             up = "down" if nic in ex.down else "up"
@@ -142,6 +144,28 @@ def test_rising_corrected_fec_is_a_degraded_link_and_a_flat_floor_is_not(interva
 @pytest.mark.parametrize("interval", INTERVALS)
 def test_a_flat_high_fec_floor_alone_opens_nothing(interval):
     assert incidents(telemetry(interval, fec=fec_floor)) == []
+
+
+def maintenance(ex: Exporters, t: float) -> None:
+    """leaf1:swp1, whose healthy optic corrects ~110 frames/s, is taken admin-down from
+    150 s to 400 s: no codewords, its counters stand still, then it comes back."""
+    port = "leaf1:swp1"
+    if 150 <= t < 400:
+        ex.admin_down.add(port)
+        for name in ("if_in_fec_correctable_frames", "if_in_fec_symbol_errors"):
+            ex.counters[(port, name)] = ex.counters.setdefault((port, f"pinned_{name}"), ex.counters[(port, name)])
+    else:
+        ex.admin_down.discard(port)
+        ex.add(port, "if_in_fec_correctable_frames", 100)
+        ex.add(port, "if_in_fec_symbol_errors", 200)
+
+
+@pytest.mark.parametrize("interval", (1, 5, 10))
+def test_a_port_back_from_maintenance_is_judged_against_a_past_it_was_up_in(interval):
+    # While down its corrected-FEC median is zero; against that past the healthy noise it
+    # shows once back up was a rise of hundreds of times (tune-wide: link_degraded on
+    # three ports back from admin-down). The windows restart while the link is down.
+    assert incidents(telemetry(interval, fec=maintenance)) == []
 
 
 def pcie_stall(ex: Exporters, t: float) -> dict[str, float]:

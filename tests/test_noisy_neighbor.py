@@ -59,6 +59,26 @@ def test_a_noisy_jobs_collective_phases_beside_a_neighbour_open_nothing():
     assert published == {}
 
 
+def saturated(host: str, start: float, end: float) -> list:
+    return episode("nic_tx_saturated", f"{host}:eth0", start, end, metrics={"util_tx": 0.9}) \
+        + busy(host, 0.9, start, end)
+
+
+def test_a_job_ramping_up_to_near_line_rate_that_congests_nothing_is_not_a_noisy_neighbour():
+    # Section 8: a job ramping up to high but unsaturated link load, a link at 90 % that
+    # drops nothing. Its hosts at 90 % of line rate for minutes, every shared link
+    # uncongested: nobody is hurt (seen on tune-wide: a ramp to 0.89 opened noisy_neighbor).
+    load = saturated("gpu1", 20, 200) + saturated("gpu3", 25, 200)
+    _, published = run(load, until=300, jobs=[NOISY, VICTIM])
+    assert published == {}
+
+
+def test_a_job_saturating_its_hosts_and_the_uplinks_it_shares_is_a_noisy_neighbour():
+    load = saturated("gpu1", 20, 140) + saturated("gpu3", 20, 140) + busy("gpu2", 0.55, 0, 140)
+    _, published = run(load + uplink_congestion(24, 140), until=240, jobs=[NOISY, VICTIM])
+    assert tops(published) == [("noisy_neighbor", "7")]
+
+
 # --- a congested port carries only what is sent through it ----------------------------------
 # Three leaves: leaf1 (gpu1, gpu2), leaf2 (gpu3, gpu4), leaf3 (gpu5, gpu6), each with an
 # uplink to both spines.
