@@ -1,6 +1,7 @@
 """What each speed trick of the replay hot path buys: a switch-off experiment.
 
     PYTHONPATH=. .venv/bin/python bench/speed_tricks.py [--records 300000] [--rounds 3] [--only gc,tags_memo]
+        [--folder SCENARIO_DIR]
 
 Each trick is switched off in a fresh subprocess (a patch applied before the replay
 starts; nothing in the engine changes), on the same cached scenario as
@@ -58,11 +59,18 @@ def _no_compiled_plans():
     features.compile_plan = reference_compute  # the plain definition instead of generated code
 
 
+def _no_level_shortcut():
+    import engine.baseline as baseline
+    baseline._may_hold = lambda *a: True  # every closed bucket's windows compared in full
+
+
 TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "fast_parse": ("engine/normalize.py parse_line: typed msgspec decode", _no_fast_parse, False),
     "tags_memo": ("engine/normalize.py Parser._tags: tags decoded once per series", _no_tags_memo, False),
     "compiled_plans": ("engine/features_compile.py compile_plan (vs features_reference)", _no_compiled_plans, False),
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
+    "level_shortcut": ("engine/baseline.py _may_hold: windows no bound can pass are not compared",
+                       _no_level_shortcut, False),
 }
 
 
@@ -95,6 +103,8 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=ROOT / ".cache" / "bench")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated tricks (default: all)")
+    ap.add_argument("--folder", type=Path, help="replay this scenario folder (e.g. the coarse-polling bench's "
+                    ".cache/bench/bench-1000000-10s) instead of the default one; no models")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -103,6 +113,8 @@ def main() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "replay_throughput.py"), "--prepare", "--records",
                           str(args.records), "--cache", str(args.cache)], check=True, stdout=subprocess.PIPE, text=True)
     folder, models_dir = (Path(p) for p in json.loads(out.stdout.strip().splitlines()[-1]))
+    if args.folder:
+        folder = args.folder
     names = [n for n in (args.only.split(",") if args.only else TRICKS)]
     gains: dict[str, list[float]] = {n: [] for n in names}
     for i in range(args.rounds):
