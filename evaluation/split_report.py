@@ -125,11 +125,13 @@ with superspines, fault placements on odd leaves and hosts, weak intensities, 10
 job ramp-ups, up to 5 s of clock skew and 5 % missed samples (`sim/realism.py`). A third
 split, tune-wide (seeds 300000 + k), is tuned on too: the tune split's even placements
 with the test split's ranges and shapes, on fabrics as big as the test's but of other
-sizes, so that tuning sees the noise of wide ranges and big fabrics while the test split
-keeps its own seeds, fabric sizes and odd placements, which no tuning split has. Every
+sizes, so that tuning sees the noise of wide ranges and big fabrics. A fourth, tune-any
+(seeds 500000 + k), is tune-wide with placements anywhere and odd spine counts, on sizes
+of its own. The test split keeps its own seeds and fabric sizes, which no tuning split
+has. Every
 run is a scenario rewritten by the realism layer (`sim/realism.py`, `sim/deliver.py`,
 `sim/shapes.py`) with the benign cases of contract section 8. Thresholds are tuned on
-the tune splits only (`fabric-rca simulate --suite DIR --split tune|tune-wide`, scored with
+the tune splits only (`fabric-rca simulate --suite DIR --split tune|tune-wide|tune-any`, scored with
 `python -m evaluation.split_report DIR` and `python -m evaluation.false_report DIR`);
 the test split is built and scored once, at the end, on the merged engine, by
 `scripts/accuracy-split`, and nobody changes the engine because of it. Were that to

@@ -12,8 +12,13 @@ A third split, "tune-wide", is tuned on like tune: tune's even placements with t
 split's ranges (intervals up to 30 s, link speeds, physics, intensities, benign
 phenomena) and shapes (three-tier too), on fabrics as big as the test's but of other
 sizes, from seeds of its own (TUNE_WIDE_SEED + k). It shows tuning the noise of wide
-ranges and bigger fabrics; test keeps its own seeds, fabric sizes and odd placements,
-which no tuning split has.
+ranges and bigger fabrics; test keeps its own seeds, fabric sizes and odd placements.
+
+A fourth, "tune-any", is tune-wide with placements anywhere (odd leaves and hosts too)
+and odd spine counts (3 and 5 spines: ECMP over an odd number of uplinks), on fabric sizes
+of its own, from seeds of its own (TUNE_ANY_SEED + k). A fabric does not choose where it
+fails: an engine that is right on even placements only has a bug tuning must see. Test
+keeps its own seeds and fabric sizes, which no tuning split has.
 
     simulate_split(out=Path("split/test"), split="test", clean_hours=1.5)
 """
@@ -33,8 +38,8 @@ from .realism import draw, draw_events, draw_physics, wide
 from .scenarios import make_plan, simulate
 from .shapes import SHAPES, reshape
 
-TUNE_SEED, TUNE_WIDE_SEED, TEST_SEED, SEED_SPAN = 100_000, 300_000, 900_000, 100_000
-SPLITS = ("tune", "tune-wide", "test")
+TUNE_SEED, TUNE_WIDE_SEED, TUNE_ANY_SEED, TEST_SEED, SEED_SPAN = 100_000, 300_000, 500_000, 900_000, 100_000
+SPLITS = ("tune", "tune-wide", "tune-any", "test")
 CAUSES = ("link_flap", "link_degraded", "pfc_storm", "congestion", "microburst",
           "nic_degraded", "storage_slow", "device_down", "noisy_neighbor",
           "fec_creep", "pcie_stall", "storage_drift", "pfc_storm_low")
@@ -44,6 +49,9 @@ FABRICS = {"tune": (FabricSpec(), FabricSpec(spines=2, leaves=4, hosts_per_leaf=
            # tune-wide: fabrics as big as the test's, of sizes no other split has
            "tune-wide": (FabricSpec(), FabricSpec(spines=4, leaves=4, hosts_per_leaf=6),
                          FabricSpec(spines=2, leaves=6, hosts_per_leaf=5, storage_hosts=3)),
+           # tune-any: odd spine counts, of sizes no other split has
+           "tune-any": (FabricSpec(), FabricSpec(spines=3, leaves=6, hosts_per_leaf=5),
+                        FabricSpec(spines=5, leaves=4, hosts_per_leaf=5, storage_hosts=3)),
            "test": (FabricSpec(), FabricSpec(spines=4, leaves=6, hosts_per_leaf=4),
                     FabricSpec(spines=3, leaves=8, hosts_per_leaf=4, storage_hosts=3))}
 
@@ -64,7 +72,7 @@ def entries(split: str, *, clean_hours: float | None = None,
     clean runs."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
-    base = {"tune": TUNE_SEED, "tune-wide": TUNE_WIDE_SEED, "test": TEST_SEED}[split]
+    base = {"tune": TUNE_SEED, "tune-wide": TUNE_WIDE_SEED, "tune-any": TUNE_ANY_SEED, "test": TEST_SEED}[split]
     hours = clean_hours if clean_hours is not None else (0.5 if split == "tune" else 1.5)
     out, k = [], 0
     for r in range(repeats or (2 if split == "tune" else 3)):
@@ -80,8 +88,8 @@ def entries(split: str, *, clean_hours: float | None = None,
 
 
 def _target(rng: random.Random, split: str, scenario: str, fab: Fabric) -> str | None:
-    """A placement: tune (and tune-wide) on even leaves/hosts only, test anywhere."""
-    pick = rng.choice if split == "test" else (lambda xs: rng.choice(xs[::2]))
+    """A placement: tune (and tune-wide) on even leaves/hosts only, tune-any and test anywhere."""
+    pick = rng.choice if split in ("test", "tune-any") else (lambda xs: rng.choice(xs[::2]))
     if scenario in HOSTISH:
         return pick([e.name for e in fab.hosts])
     if scenario in ("link_degraded", "fec_creep"):

@@ -20,7 +20,7 @@ from sim.deliver import apply
 from sim.fabric import BASE_EPOCH, Fabric
 from sim.history import HISTORY_SEED_OFFSET
 from sim.realism import INTERVALS, SPEEDS_GBPS, Params, Phenomenon, draw, draw_physics
-from sim.split import SplitEntry, TEST_SEED, TUNE_SEED, TUNE_WIDE_SEED, _target, build, entries
+from sim.split import FABRICS, SplitEntry, TEST_SEED, TUNE_ANY_SEED, TUNE_SEED, TUNE_WIDE_SEED, _target, build, entries
 
 SPEC = FabricSpec()
 T0 = BASE_EPOCH
@@ -159,6 +159,24 @@ def test_tune_wide_has_its_own_seeds_tunes_placements_and_tests_ranges():
     assert speeds == set(SPEEDS_GBPS["test"]) and speeds > set(SPEEDS_GBPS["tune"])
     with pytest.raises(ValueError, match="unknown split"):
         draw_physics(random.Random(1), "tune-narrow")
+
+
+def test_tune_any_places_anywhere_on_odd_spine_counts_from_seeds_of_its_own():
+    """tune-any: seeds no other split draws (nor their histories), placements on odd
+    hosts and leaves too, 3- and 5-spine fabrics of sizes the test split lacks, the test
+    split's ranges."""
+    any_ = entries("tune-any", repeats=4, clean_hours=3)
+    others = {e.seed for s in ("tune", "tune-wide", "test") for e in entries(s, repeats=4, clean_hours=5)}
+    assert min(e.seed for e in any_) == TUNE_ANY_SEED and not {e.seed for e in any_} & others
+    assert not {e.seed + HISTORY_SEED_OFFSET for e in any_} & (others | {e.seed for e in any_})
+    rng = random.Random(1)
+    fab = Fabric(FabricSpec())
+    assert {_target(rng, "tune-any", "link_flap", fab) for _ in range(300)} == {e.name for e in fab.hosts}
+    assert {s.spines for s in FABRICS["tune-any"]} >= {3, 5}
+    assert not set(FABRICS["tune-any"]) & set(FABRICS["test"]) - {FabricSpec()}
+    seen = {draw(random.Random(k), split="tune-any", fabric=fab, start=0, duration=600).intervals["switch"]
+            for k in range(200)}
+    assert seen == set(INTERVALS["test"])
 
 
 def test_same_entry_same_bytes_and_truth_records_realism(tmp_path):
