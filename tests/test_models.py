@@ -16,8 +16,8 @@ from evaluation.scenarios import replay_scenario, scenario_files
 from engine.pipeline import DetectStage
 from engine.replay import open_lines
 from engine.topology import load_topology
-from models.catalogue import CLASSES, features_needed
-from models.model import ClassModel
+from models.catalogue import CLASSES, EWM_NOISE, features_needed
+from models.model import MAD_K, MEDIAN_SE, ClassModel
 from models.scorer import opens_incident, rule_id
 from models.store import ModelError, load, save
 from models.train import TrainingError, train
@@ -60,19 +60,48 @@ def _fit(values, keys=None, seed=0):
 
 def test_a_smoothed_scale_is_never_below_what_white_noise_gives_it():
     """The smoothed column's own MAD (here 0: constant in training) is raised to k times the
-    window column's scale; a larger one of its own is kept."""
+    window column's spread; a larger one of its own is kept. Both carry the standard
+    error of the median of the window column's 400 samples (in quadrature)."""
     rng = np.random.default_rng(3)
     x = rng.normal(1.0, 0.1, 400)
     flat = np.column_stack([x, np.full(400, 1.0), x, np.full(400, 1.0)])
     model = ClassModel.fit("storage", ("a", "a_ewm", "b", "b_ewm"), [0.01, 0.002, 0.01, 0.002], ["s"] * 400,
                            flat, seed=0, z_min=6.0, smooth=[(1, 0, 0.25)])
-    window = model.scale[0, 0] - 0.01
-    assert model.scale[0, 1] == pytest.approx(0.25 * window + 0.002)
+    spread = MAD_K * np.median(np.abs(x - np.median(x)))
+    error = MEDIAN_SE * spread / 20
+    assert model.scale[0, 0] == pytest.approx(np.hypot(spread, error) + 0.01)
+    assert model.scale[0, 1] == pytest.approx(np.hypot(0.25 * spread, error) + 0.002)
     assert model.scale[0, 3] == pytest.approx(0.002)  # not named in `smooth`: its own MAD (0) + floor
     wide = np.column_stack([x, rng.normal(1.0, 0.2, 400), x, x])
     model = ClassModel.fit("storage", ("a", "a_ewm", "b", "b_ewm"), [0.01, 0.002, 0.01, 0.002], ["s"] * 400,
                            wide, seed=0, z_min=6.0, smooth=[(1, 0, 0.25)])
     assert model.scale[0, 1] > 0.25 * (model.scale[0, 0] - 0.01) + 0.002 + 0.1
+
+
+def test_a_short_history_does_not_make_an_entitys_ordinary_noise_news():
+    """Ten minutes polled every 30 s are 20 windows: the median of those is off the
+    entity's true level by about 0.28 sigma, more than the smoothed horizon's own noise
+    (0.21 sigma). Over 300 NICs trained so and then watched for 30 more windows of the
+    same noise, the smoothed horizon (as models.windows.Smoother feeds it) reaches z_min
+    on none; without the median's error in the scale it did on 7 (and on clean-7 of
+    tune-wide at 30 s: three false `nic_degraded`)."""
+    rng = np.random.default_rng(11)
+    keys, rows, later, later_keys = [], [], [], []
+    for e in range(300):
+        smoother, key = Smoother(), f"gpu{e}:eth0"
+        stall = rng.gamma(2.0, 0.6, 50)  # a clean NIC's PCIe stall share: skewed, a long right tail
+        for k, v in enumerate(stall):
+            row = smoother.row(key, [float(v)])
+            (rows if k < 20 else later).append(row)
+            (keys if k < 20 else later_keys).append(key)
+    values = np.asarray(rows, dtype=float)
+    model = ClassModel.fit("nic", ("pci_stall", "pci_stall_ewm"), [0.1, 0.1 * EWM_NOISE], keys, values,
+                           seed=0, z_min=6.0, smooth=[(1, 0, EWM_NOISE)], rel=[0.05, 0.05 * EWM_NOISE])
+    watched = np.asarray(later, dtype=float)
+    at = [model.keys[k] for k in later_keys]
+    z = model._z(watched, model.med[at], model.scale[at])
+    assert (z[:, 1] >= 6.0).sum() == 0
+    assert z[:, 1].max() > 1.0  # (the horizon is scored: its noise shows)
 
 
 def test_a_rise_far_above_an_entitys_normal_is_anomalous_and_a_fall_is_not():
