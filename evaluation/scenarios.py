@@ -118,17 +118,30 @@ def find_scenarios(paths: list[Path]) -> list[Path]:
     return out
 
 
+def training_code() -> str:
+    """A digest of the code that trains models (models/*.py): models cached by
+    `history_models` under another digest were trained by other code."""
+    import hashlib
+    digest = hashlib.sha256()
+    for path in sorted((Path(__file__).resolve().parent.parent / "models").glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def history_models(histories: Path, run: str):
     """The models of one run of a split, trained on that run's own clean history
     (`python -m sim.history` writes `histories/<run>/`): loaded from
-    `histories/<run>/models/`, trained there first if absent (on the history's telemetry
-    and topology, seed 0, the `train` defaults), so a second scoring reuses them."""
+    `histories/<run>/models/`, trained there first if absent or trained by other code
+    (`training_code`, kept in `models/TRAINED_BY`: a score after a change to training
+    must not read the models of before), on the history's telemetry and topology, seed 0,
+    the `train` defaults; a second scoring reuses them."""
     from models.store import META_FILE, ModelError, save
     from models.train import train
 
     folder = Path(histories) / run
     models = folder / "models"
-    if not (models / META_FILE).exists():
+    stamp, code = models / "TRAINED_BY", training_code()
+    if not (models / META_FILE).exists() or not stamp.exists() or stamp.read_text().strip() != code:
         try:
             files = scenario_files(folder)
         except ValueError as exc:
@@ -136,4 +149,5 @@ def history_models(histories: Path, run: str):
                              f"python -m sim.history SPLIT_DIR --out {histories}") from None
         trained, training = train([files["telemetry"]], topologies=[load_topology(files["topology"])])
         save(trained, models, training=training)
+        stamp.write_text(code + "\n")
     return load_models(models)

@@ -95,3 +95,24 @@ def test_the_command_refuses_a_classic_run_and_a_missing_folder(tmp_path):
         out = subprocess.run([sys.executable, "-m", "evaluation.split_report", str(arg)], capture_output=True,
                              text=True, cwd=Path(__file__).resolve().parents[1])
         assert out.returncode == 2 and out.stderr.startswith("error:") and why in out.stderr, out.stderr
+
+
+def test_history_models_are_retrained_when_the_training_code_changed(scenario_dir, tmp_path, monkeypatch):
+    """Models cached beside a run's history are reused only if the code that trained them
+    is today's (`training_code`): after a change to models/ a score must not silently read
+    the models of before."""
+    import shutil
+
+    import evaluation.scenarios as scenarios
+
+    run = tmp_path / "hist" / "clean-0"
+    shutil.copytree(scenario_dir("clean", duration=60), run)
+    scenarios.history_models(tmp_path / "hist", "clean-0")
+    stamp, saved = run / "models" / "TRAINED_BY", run / "models" / "models.joblib"
+    assert stamp.read_text().strip() == scenarios.training_code()
+    first = saved.stat().st_mtime_ns
+    scenarios.history_models(tmp_path / "hist", "clean-0")
+    assert saved.stat().st_mtime_ns == first  # the same code: reused
+    monkeypatch.setattr(scenarios, "training_code", lambda: "other-code")
+    assert scenarios.history_models(tmp_path / "hist", "clean-0") is not None
+    assert stamp.read_text().strip() == "other-code" and saved.stat().st_mtime_ns != first
