@@ -72,10 +72,13 @@ def dominant_jobs(*, congested: Iterable[Symptom], load: dict[str, float], jobs:
     for port, (link, start) in sorted(by_port.items()):
         crossing = [j for j in jobs if link in sends[j.job_id]]
         loads = {j.job_id: _egress_load(j, port, load, topology) for j in crossing}
-        total = sum(loads.values())
+        total = _port_load(crossing, port, load, topology)
         if not crossing or total <= 0:
             continue
-        top = max(loads, key=lambda j: (loads[j], j))
+        # Jobs placed on the same busy hosts carry the same load: the one whose hosts are
+        # all busy explains it without idle hosts (the others' idle hosts send nothing).
+        spread = {j.job_id: busy[j.job_id] / max(1, len(set(j.hosts))) for j in crossing}
+        top = max(loads, key=lambda j: (round(loads[j], 9), spread[j], j))
         if not any(link in paths[j.job_id] for j in jobs if j.job_id != top):
             continue  # nobody else on the link: a busy job, not a noisy neighbour
         part = loads[top] / total
@@ -102,6 +105,18 @@ def harmed(job: Job, *, congested: Iterable[Symptom], jobs: Iterable[Job], topol
         if mine & topology.job_links(hosts=other.hosts, storage=storage):
             return True
     return False
+
+
+def _port_load(crossing: list[Job], port: str, load: dict[str, float], topology: Topology) -> float:
+    """What the busy hosts send through `port`, each host counted once: a NIC sends its
+    bytes once however many jobs are placed on its host (pods of several tenants on one
+    node), so summing the jobs' loads counted a shared host's traffic once per job. A host
+    in several crossing jobs counts with the largest share any of them sends through the port."""
+    share: dict[str, float] = {}
+    for j in crossing:
+        for h, x in topology.egress_shares(hosts=j.hosts, interface=port).items():
+            share[h] = max(share.get(h, 0.0), x)
+    return sum(load.get(h, 0.0) * x for h, x in share.items())
 
 
 def _egress_load(job: Job, port: str, load: dict[str, float], topology: Topology) -> float:

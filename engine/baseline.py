@@ -26,6 +26,8 @@ of both windows), in seconds of event time:
   medians grows, sqrt(1/n + 1/m) against sqrt(1/12 + 1/24) (`strictness`): a shift
   far beyond the noise is found in minutes at 30 s polling, a marginal one waits for
   the full windows, and the chance that noise passes stays that of the full windows.
+  A series whose own noise (read bucket to bucket) is a small part of the shift shows
+  it is not that noisy, and is judged with the rule's bounds as they are (`beyond_noise`).
 - The verdict is taken when a bucket closes and holds for the records until the next.
 - Opening needs the sustained level; clearing needs only the newest data back within
   bounds: a verdict ends once every bucket covering the last `SETTLE_S` seconds of
@@ -40,6 +42,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Callable
 
 import msgspec
@@ -48,6 +51,11 @@ from rules.schema import Level
 
 # Seconds of event time of data back within bounds that end a verdict (module docstring).
 SETTLE_S = 20.0
+# A shift this many times the spread its quantiles' difference has under the series' own
+# noise is no chance (`beyond_noise`): a one-sided normal tail of 1e-9 per judgement, so
+# that a robust spread taken from a dozen samples and tails heavier than normal leave room.
+NOISE_Z = 6.0
+_NORMAL = NormalDist()
 
 
 def quantile(s: list[float], q: float) -> float:
@@ -219,6 +227,8 @@ def _compare(st: LevelState, level: Level, now: float, recent_s: float, baseline
             # bucket's ten samples are not ten independent ones
     if st.recent is None:
         st.recent, st.baseline = recent, baseline
+    if strict > 1.0 and beyond_noise(level, values[lo:split], values[split:], recent, baseline):
+        strict = 1.0  # the shift is far beyond the series' own noise: the rule's bounds as they are
     if level.holds(recent, baseline, strict) and not _settled(level, times[lo:], values[lo:], baseline, strict):
         st.verdict, st.recent, st.baseline = True, recent, baseline
 
@@ -243,6 +253,33 @@ def _may_hold(level: Level, values: list, lo: int, split: int) -> bool:
         if level.ratio >= 1 and floor >= 0 and top < level.ratio * floor:
             return False
     return True
+
+
+def beyond_noise(level: Level, past: list, now: list, recent: float, baseline: float | None) -> bool:
+    """Whether the recent window's level stands above the baseline's by `NOISE_Z` times
+    the spread the difference of the two quantiles has under the series' own noise.
+    `strictness` raises a rule's bounds for short windows as if every series were as noisy
+    as the noisiest the rule allows for; a series whose noise is a small part of its shift
+    (corrected FEC averaged over 30 s samples) shows that it is not, and its rule's own
+    bounds then hold as they are. The noise is read from one bucket to the next (1.4826 x
+    the median absolute deviation of successive differences, over sqrt 2): a slow creep
+    moves each step by its slope, which the median takes out, where the spread of the
+    windows' values would count the creep itself as noise. A q-quantile of n samples
+    spreads by sqrt(q (1 - q)) / pdf(q) / sqrt(n) of it (1.25 for the median)."""
+    series = past + now  # in time order
+    if baseline is None or len(past) < 2 or len(now) < 2:
+        return False
+    steps = [b - a for a, b in zip(series, series[1:])]
+    q = level.quantile
+    width = math.sqrt(q * (1 - q)) / _NORMAL.pdf(_NORMAL.inv_cdf(q))
+    noise = 1.4826 * _mad(steps) / math.sqrt(2)
+    return recent - baseline >= NOISE_Z * width * noise * math.sqrt(1 / len(now) + 1 / len(past))
+
+
+def _mad(values: list) -> float:
+    """The median absolute deviation from the median."""
+    mid = quantile(sorted(values), 0.5)
+    return quantile(sorted(abs(v - mid) for v in values), 0.5)
 
 
 def _settled(level: Level, times: list, values: list, baseline: float | None, strict: float = 1.0) -> bool:

@@ -297,12 +297,14 @@ class Correlator:
                     self._rerank(old, ctx)
                     break
 
-    @staticmethod
-    def _same_fault(old: Incident, young: Incident, ctx: Context) -> bool:
+    def _same_fault(self, old: Incident, young: Incident, ctx: Context) -> bool:
+        """Whether `old`'s leading cause is `young`'s, or explains most of the symptoms of
+        `young` that could open an incident: a collector gap's silence (which opens none by
+        itself) beside a fault's first congestion is no other fault to keep apart."""
         top, other = old.root_causes[0], young.root_causes[0]
         if (top.cause, top.entity) == (other.cause, other.entity):
             return True
-        symptoms = list(young.symptoms.values())
+        symptoms = [s for s in young.symptoms.values() if self.opens_incident(s.rule)] or list(young.symptoms.values())
         total = sum(s.severity for s in symptoms) or 1.0
         covered = sum(s.severity * explain(top.cause, top.entity, s, ctx) for s in symptoms)
         return covered / total >= 0.5

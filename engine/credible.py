@@ -11,6 +11,9 @@ joined. An anomaly model's evidence symptom (one that may not open an incident,
 `evidence_only`) is none of it: it joins and ranks, but a job ramp's minutes of queue
 occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
 
+- **events are instants**: a symptom of a rule on an event measurement (a WJH drop, a
+  link event) is evidence at its events' times, not over the time between them (`spans`):
+  two isolated tail drops 27 s apart are two blips, not 27 s of drops.
 - **sustained**: the longest joined stretch lasts at least `sustained_s[cause]`. Chosen
   above the benign bursts of the same signals: collective phases and checkpoint bursts
   last a few seconds, a PCIe stall or an ECN/CNP burst 1-3 s; a fault that matters lasts
@@ -84,6 +87,10 @@ class Persistence:
     repeating: frozenset[str] = REPEATING
     at_once: frozenset[str] = AT_ONCE  # symptom kinds credible as soon as seen
     loud_rules: frozenset[str] = frozenset()  # rules whose symptoms are credible at once (rule `at_once`)
+    # Rules that read an event measurement (RuleSet.events: wjh_drop, link_event): each of
+    # their symptoms is evidence at its events' instants (`spans`), not over the time
+    # between two of them.
+    event_rules: frozenset[str] = frozenset()
     corroborated: frozenset[str] = CORROBORATED  # causes that independent witnesses make credible at once
     witnesses: int = 2  # ... this many (rule, entity) reports overlapping in time
     join_gap_s: float = 2.0  # stretches closer than this are one (symptoms of one condition, polled apart)
@@ -140,9 +147,20 @@ class Persistence:
             return stretches[0][0]
         return None
 
+    def spans(self, s: Symptom) -> list[tuple[float, float]]:
+        """When a symptom was seen: from its first sign to its last, but for a symptom of an
+        event rule, the instants of its events (its samples' times): two WJH drop events
+        27 s apart are two blips, not 27 s of drops. Events closer than `join_gap_s` join
+        into a stretch (`stretches`), so drops every second for half a minute still are
+        half a minute of them."""
+        if s.rule in self.event_rules:
+            times = {s.start, s.last}.union(t for series in s.samples.values() for t, _ in series)
+            return [(t, t) for t in sorted(times) if s.start <= t <= s.last]
+        return [(s.start, s.end if s.end is not None else s.last)]
+
     def stretches(self, symptoms: list[Symptom]) -> list[tuple[float, float]]:
-        """The symptoms' spans (first to last sign), overlapping or near ones joined."""
-        spans = sorted((s.start, s.end if s.end is not None else s.last) for s in symptoms)
+        """The symptoms' spans (`spans`), overlapping or near ones joined."""
+        spans = sorted(x for s in symptoms for x in self.spans(s))
         if not spans:
             return []
         out = [list(spans[0])]
@@ -165,7 +183,7 @@ class Persistence:
     def _corroborated(self, direct: list[Symptom]) -> float | None:
         """The first start of `witnesses` independent reports (rule, entity) that were
         seen at the same time, or None."""
-        spans = sorted((s.start, s.end if s.end is not None else s.last, (s.rule, s.entity.id)) for s in direct)
+        spans = sorted((a, b, (s.rule, s.entity.id)) for s in direct for a, b in self.spans(s))
         for i, (t, _, _) in enumerate(spans):
             live = {w for a, b, w in spans[:i + 1] if b + self.join_gap_s >= t}
             if len(live) >= self.witnesses:

@@ -367,6 +367,9 @@ class CorrelateStage:
         if rules.loud:  # the rules' loud evidence is credible at once (engine/credible.py)
             loud = corr.persistence.loud_rules | rules.loud
             corr = dataclasses.replace(corr, persistence=dataclasses.replace(corr.persistence, loud_rules=loud))
+        if rules.events:  # an event rule's evidence lasts its events' instants (engine/credible.py)
+            events = corr.persistence.event_rules | rules.events
+            corr = dataclasses.replace(corr, persistence=dataclasses.replace(corr.persistence, event_rules=events))
         self.correlator = Correlator(topology=topology, jobs=jobs or JobBook(), opens_incident=opens,
                                      config=corr, maintenance=maintenance, cabling=Cabling(miswired))
         self.sources = frozenset(sources)

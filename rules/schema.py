@@ -5,6 +5,7 @@ import operator
 from dataclasses import dataclass, field
 
 from contract.entities import ENTITY_KINDS  # noqa: F401  (what a rule may name as its entity_kind)
+from contract.measurements import MEASUREMENTS
 
 OPS = {
     ">": operator.gt,
@@ -157,6 +158,10 @@ class RuleSet:
     by_measurement: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
     opening: dict[str, bool] = field(default_factory=dict)  # rule id -> may open an incident
     loud: frozenset[str] = frozenset()  # ids of the rules whose symptoms are credible at once (`at_once`)
+    # ids of the rules that read an event measurement (wjh_drop, link_event: no counters, a
+    # record is one event): their symptoms are evidence at their events' instants, not over
+    # the time between two events (engine/credible.py)
+    events: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, rules: list[Rule], silence: list[SilenceRule]) -> "RuleSet":
@@ -164,8 +169,9 @@ class RuleSet:
         for r in rules:
             by.setdefault(r.measurement, []).append(r)
         opening = {r.id: r.opens_incident for r in (*rules, *silence)}
+        events = frozenset(r.id for r in rules if r.measurement in MEASUREMENTS and not MEASUREMENTS[r.measurement].counters)
         return cls(tuple(rules), tuple(silence), {k: tuple(v) for k, v in by.items()}, opening,
-                   frozenset(r.id for r in rules if r.at_once))
+                   frozenset(r.id for r in rules if r.at_once), events)
 
     def features_needed(self, measurement: str) -> frozenset[str]:
         out: set[str] = set()

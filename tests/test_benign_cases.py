@@ -130,6 +130,37 @@ def test_a_flat_high_fec_floor_with_noise_opens_nothing(interval, floor):
     assert incidents(telemetry(interval, case)) == []
 
 
+# --- blips: isolated WJH buffer-drop events ---------------------------------------------
+
+def _wjh(lines: list[str], drops: list[tuple[float, str]], egress: str = "swp51") -> list[str]:
+    """`lines` with one WJH buffer-drop event (What Just Happened: an event, not a sampled
+    counter) at each (second, ingress port) of `drops`, all to leaf1's `egress`."""
+    events = [json.dumps({"name": "wjh_drop", "timestamp": int(round((T0 + t) * 1000)),
+                          "tags": {"host": "leaf1", "ingress_port": ingress, "drop_type": "Buffer",
+                                   "reason_id": "503", "severity": "Warning"},
+                          "fields": {"reason": "Tail drop", "agg_count": 11, "egress_port": egress}})
+              for t, ingress in drops]
+    return sorted(lines + events, key=lambda line: json.loads(line)["timestamp"])
+
+
+@pytest.mark.parametrize("interval", INTERVALS)
+@pytest.mark.parametrize("apart_s", [5, 15, 27])
+def test_two_isolated_wjh_buffer_drops_on_one_egress_open_nothing(interval, apart_s):
+    """Two single tail-drop events, from two ingress ports to one egress, `apart_s` apart
+    (within the rule's 30 s): two blips. Before, the symptom's span from the first event to
+    the second counted as that many seconds of drops (27 s > microburst's 10 s): split-wide3
+    clean-6 opened microburst so."""
+    drops = [(300.0, "swp2"), (300.0 + apart_s, "swp4")]
+    assert incidents(_wjh(telemetry(interval, lambda fab, t: None), drops)) == []
+
+
+@pytest.mark.parametrize("interval", INTERVALS)
+def test_wjh_buffer_drops_again_and_again_are_a_microburst(interval):
+    """The same egress dropping every 8 s for two minutes: repeated, a microburst."""
+    drops = [(300.0 + 8 * k, "swp2") for k in range(15)]
+    assert incidents(_wjh(telemetry(interval, lambda fab, t: None), drops)) == [("microburst", "leaf1:swp51")]
+
+
 # --- normal workload ------------------------------------------------------------------
 
 def _phase(fab: Fabric, ports, nics, ecn: float, pause: float) -> None:

@@ -160,10 +160,11 @@ def test_a_worker_started_with_resolve_after_30_correlates_so(tmp_path):
     stage = _run(settings, "correlate", tick, f"correlate:{settings.symptoms_topic}")
     assert isinstance(stage, CorrelateStage)
     assert stage.correlator.config.resolve_after_s == 30.0
-    default = CorrelationConfig()  # (plus the loud rules of the rules in force: credible at once)
-    rules = load_rules()
-    loud = dataclasses.replace(default.persistence, loud_rules=default.persistence.loud_rules | rules.loud)
-    assert rules.loud and stage.correlator.config == dataclasses.replace(
+    default = CorrelationConfig()  # (plus the loud rules of the rules in force: credible at once,
+    rules = load_rules()  # and their event rules: evidence at their events' instants)
+    loud = dataclasses.replace(default.persistence, loud_rules=default.persistence.loud_rules | rules.loud,
+                               event_rules=default.persistence.event_rules | rules.events)
+    assert rules.loud and "wjh_buffer_drop" in rules.events and stage.correlator.config == dataclasses.replace(
         default, resolve_after_s=30.0, persistence=loud)
 
     line = b'{"name":"x","tags":{"host":"gpu001"},"fields":{"a":1},"timestamp":1764000000}'

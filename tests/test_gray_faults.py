@@ -146,6 +146,28 @@ def test_a_flat_high_fec_floor_alone_opens_nothing(interval):
     assert incidents(telemetry(interval, fec=fec_floor)) == []
 
 
+def optic_creep(floor: float):
+    """The ageing link's optic corrects `floor` frames/s (0.3x to 1.7x of it from one
+    second to the next) for two minutes, then its rate climbs by 4.5 times that over five
+    minutes: a creep as long as the rule's five-minute past, so a median of that past
+    rises with it."""
+    def creep(ex: Exporters, t: float) -> None:
+        for end in ("leaf1:swp51", "spine1:swp1"):
+            ex.add(end, "if_in_fec_correctable_frames", floor * (ex.rng.uniform(0.3, 1.7) + 4.5 * ramp(t)))
+    return creep
+
+
+@pytest.mark.parametrize("interval", (1, 10, 30))
+@pytest.mark.parametrize("floor", [60, 3000])
+def test_corrected_fec_creeping_from_its_own_floor_over_minutes_is_a_degraded_link(interval, floor):
+    # Against the median of the five minutes before, the recent minute of a five-minute
+    # creep never reaches four times (split-wide3 fec_creep-3 at 1 s: a floor of 70 rising
+    # by 270, missed); against the level before the creep began (the lower quartile of
+    # eight minutes, as the storage drift reads its past) it is five times.
+    fec = lambda ex, t: (optic_creep(floor)(ex, t), fec_floor(ex, t))  # noqa: E731
+    assert incidents(telemetry(interval, fec=fec)) == [("link_degraded", "leaf1:swp51--spine1:swp1")]
+
+
 def maintenance(ex: Exporters, t: float) -> None:
     """leaf1:swp1, whose healthy optic corrects ~110 frames/s, is taken admin-down from
     150 s to 400 s: no codewords, its counters stand still, then it comes back."""

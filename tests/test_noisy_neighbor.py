@@ -112,3 +112,35 @@ def test_egress_shares_count_what_a_host_sends_through_the_port():
     # spine1's port down to leaf3: what the others send to gpu5 and gpu6 (2 of 3 peers)
     shares = TOPO3.egress_shares(hosts=WIDE.hosts, interface="spine1:swp3")
     assert shares == {"gpu2": 2 / 3, "gpu4": 2 / 3, "gpu5": 0.0, "gpu6": 0.0}
+
+
+# --- jobs placed on the same hosts (pods of several tenants on one node) -------------------
+PODS = [Job("23", "umbrella", "u", "RUNNING", ("gpu1", "gpu3", "gpu5"), (), T0 - 3600, None),
+        Job("24", "hooli", "u", "RUNNING", ("gpu1", "gpu2", "gpu3", "gpu4"), (), T0 - 3600, None)]
+
+
+def test_a_noisy_job_whose_hosts_other_tenants_share_is_still_named():
+    # gpu1 and gpu3 at 95 % are the pair's; two other tenants have pods on gpu1 and gpu3
+    # too, beside hosts of theirs that are idle. A NIC sends its bytes once: summing the
+    # jobs' loads counted gpu1's traffic once per job placed on it, so no job held 60 % of
+    # the congested uplink (split-wide3 noisy_neighbor-4 on rails: congestion named). Of
+    # the jobs that carry the same load, the one whose hosts are all busy explains it (the
+    # umbrella job's gpu5 sends nothing; its load through leaf1's uplink ties the pair's).
+    load = busy("gpu1", 0.95, 20, 140) + busy("gpu3", 0.95, 20, 140)
+    congestion = [e for up in ("leaf1:swp51", "leaf1:swp52") for rule in ("queue_congested", "port_ecn_marking")
+                  for e in episode(rule, up, 22, 140)] + episode("nic_cnp_sent", "gpu4:eth0", 24, 140)
+    _, published = run(load + congestion, until=240, jobs=[PAIR, WIDE, *PODS], topology=TOPO3)
+    assert tops(published) == [("noisy_neighbor", "21")]
+
+
+def test_a_collector_gap_beside_the_first_congestion_keeps_no_incident_of_its_own():
+    # spine2's telemetry stops (a collector gap: its silence opens nothing by itself); the
+    # noisy job's first congested port, spine1's down to leaf2, lands beside the silence
+    # before the job's surge is derived, and the surge founds a candidate of its own. The
+    # surge explains that congestion, the silence explains nothing of the job's: the
+    # silence kept the group apart, published as congestion (tune-big noisy_neighbor-2).
+    gap = episode("switch_silent", "spine2", 10, 160)
+    load = busy("gpu1", 0.9, 21, 140) + busy("gpu3", 0.9, 21, 140) + busy("gpu2", 0.55, 0, 140)
+    congestion = episode("queue_congested", "spine1:swp2", 22, 140) + uplink_congestion(23, 140)
+    _, published = run(gap + load + congestion, until=260, jobs=[NOISY, VICTIM])
+    assert tops(published) == [("noisy_neighbor", "7")]
