@@ -96,34 +96,43 @@ async def manual_events(stream):
     flow_active = app.flow_control.is_active
     processors = stream._processors  # (none in a worker; faust's test_context adds one)
     taken = 0
-    while not stream.should_stop:
-        if taken >= YIELD_EVERY:  # other tasks' turn (the queue may be cleared meanwhile: look again)
-            taken = 0
-            await asyncio.sleep(0)
-            continue
-        if errors:
-            raise errors.popleft()
-        if empty():
-            taken = 0
-            event = await get()
-        else:
-            taken += 1
-            event = get_nowait()
-        message = event.message
-        if not flow_active() or message.generation_id != app.consumer_generation_id:
-            continue  # skipped, not acked, as faust's (compiled) iterator skips it: a rebalance is under way
-        if message.topic in acking and not message.tracked:
-            message.tracked = True
-            track(message)
-            message_in(message.tp, message.offset, message)
-        if processors:
-            try:
-                value = event.value
-                for processor in processors:
-                    value = await maybe_async(processor(value))
-            except Skip:
+    try:
+        while not stream.should_stop:
+            if taken >= YIELD_EVERY:  # other tasks' turn (the queue may be cleared meanwhile: look again)
+                taken = 0
+                await asyncio.sleep(0)
                 continue
-        yield event
+            if errors:
+                raise errors.popleft()
+            if empty():
+                taken = 0
+                event = await get()
+            else:
+                taken += 1
+                event = get_nowait()
+            message = event.message
+            if not flow_active() or message.generation_id != app.consumer_generation_id:
+                continue  # skipped, not acked, as faust's (compiled) iterator skips it: a rebalance is under way
+            if message.topic in acking and not message.tracked:
+                message.tracked = True
+                track(message)
+                message_in(message.tp, message.offset, message)
+            if processors:
+                try:
+                    value = event.value
+                    for processor in processors:
+                        value = await maybe_async(processor(value))
+                except Skip:
+                    continue
+            yield event
+    except StopAsyncIteration:
+        # The actor is cancelled: faust's Actor.cancel throws this into the queue on a
+        # worker's stop. Raised out of an async generator it would be a RuntimeError that
+        # crashes the agent (and held the worker's SIGTERM shutdown until it was killed);
+        # faust's iterator ends the iteration instead, and so does this.
+        return
+    finally:
+        stream._channel_stop_iteration(stream.channel)
 
 
 class _Resume:
