@@ -41,6 +41,8 @@ Both were found by profiling one worker reading the benchmark's telemetry
   unacked as faust skips it; tracked as unacked; the stream's processors run, as faust's
   test_context installs one), and lets the loop run every
   YIELD_EVERY events or when the queue is empty. Acks stay manual (the stage's snapshot).
+  It ends, as faust's iterator does, when faust cancels the agent's actor on stop
+  (StopAsyncIteration thrown into the queue).
 
 This module is the one place the workers reach into faust's, mode's and aiokafka's
 private internals: faust's `Consumer._new_consumer_thread` and
