@@ -41,6 +41,8 @@ Both were found by profiling one worker reading the benchmark's telemetry
   unacked as faust skips it; tracked as unacked; the stream's processors run, as faust's
   test_context installs one), and lets the loop run every
   YIELD_EVERY events or when the queue is empty. Acks stay manual (the stage's snapshot).
+  It ends, as faust's iterator does, when faust cancels the agent's actor on stop
+  (StopAsyncIteration thrown into the queue).
 
 This module is the one place the workers reach into faust's, mode's and aiokafka's
 private internals: faust's `Consumer._new_consumer_thread` and
@@ -96,34 +98,43 @@ async def manual_events(stream):
     flow_active = app.flow_control.is_active
     processors = stream._processors  # (none in a worker; faust's test_context adds one)
     taken = 0
-    while not stream.should_stop:
-        if taken >= YIELD_EVERY:  # other tasks' turn (the queue may be cleared meanwhile: look again)
-            taken = 0
-            await asyncio.sleep(0)
-            continue
-        if errors:
-            raise errors.popleft()
-        if empty():
-            taken = 0
-            event = await get()
-        else:
-            taken += 1
-            event = get_nowait()
-        message = event.message
-        if not flow_active() or message.generation_id != app.consumer_generation_id:
-            continue  # skipped, not acked, as faust's (compiled) iterator skips it: a rebalance is under way
-        if message.topic in acking and not message.tracked:
-            message.tracked = True
-            track(message)
-            message_in(message.tp, message.offset, message)
-        if processors:
-            try:
-                value = event.value
-                for processor in processors:
-                    value = await maybe_async(processor(value))
-            except Skip:
+    try:
+        while not stream.should_stop:
+            if taken >= YIELD_EVERY:  # other tasks' turn (the queue may be cleared meanwhile: look again)
+                taken = 0
+                await asyncio.sleep(0)
                 continue
-        yield event
+            if errors:
+                raise errors.popleft()
+            if empty():
+                taken = 0
+                event = await get()
+            else:
+                taken += 1
+                event = get_nowait()
+            message = event.message
+            if not flow_active() or message.generation_id != app.consumer_generation_id:
+                continue  # skipped, not acked, as faust's (compiled) iterator skips it: a rebalance is under way
+            if message.topic in acking and not message.tracked:
+                message.tracked = True
+                track(message)
+                message_in(message.tp, message.offset, message)
+            if processors:
+                try:
+                    value = event.value
+                    for processor in processors:
+                        value = await maybe_async(processor(value))
+                except Skip:
+                    continue
+            yield event
+    except StopAsyncIteration:
+        # The actor is cancelled: faust's Actor.cancel throws this into the queue on a
+        # worker's stop. Raised out of an async generator it would be a RuntimeError that
+        # crashes the agent (and held the worker's SIGTERM shutdown until it was killed);
+        # faust's iterator ends the iteration instead, and so does this.
+        return
+    finally:
+        stream._channel_stop_iteration(stream.channel)
 
 
 class _Resume:

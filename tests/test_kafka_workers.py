@@ -198,6 +198,10 @@ def test_unreadable_records_are_dead_lettered_with_their_bytes(fleet):
     assert seen[bad[1]]["reason"] == "missing_host"
     assert all(h["detail"] for h in seen.values())
 
+    worker = fleet._named("w1")[0]
+    worker.stop(timeout=20)  # SIGTERM: it shuts down by itself (not SIGKILLed), no agent crashed on the way
+    assert worker.proc.returncode == 0 and "Crashed" not in worker.log_path.read_text(), worker.tail()
+
 
 def test_workers_survive_a_broker_restart_mid_stream(tmp_path, scenario_dir, expected, kafka_bootstrap):
     """Needs the shared broker too (CI's rule), but stops and restarts one of its own."""

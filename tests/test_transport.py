@@ -222,3 +222,32 @@ def test_manual_events_lets_other_tasks_run_every_yield_every_events(tmp_path, t
         assert 2 <= seen_at[-1] - seen_at[0] <= 4
 
     run(tmp_path, topology, test)
+
+
+def test_manual_events_ends_when_the_actor_is_cancelled_as_fausts_iterator_does(tmp_path, topology):
+    """A worker's stop cancels each agent's actor: faust throws StopAsyncIteration into the
+    stream's queue (Actor.cancel). Its own iterator ends there; manual_events must too, not
+    let it out of the generator (a RuntimeError: the agent crashed, and the worker's SIGTERM
+    shutdown hung until it was killed)."""
+    from streams.transport import manual_events
+
+    async def test(consumer):
+        app = consumer.app
+        app.flow_control.resume()
+        ended = {}
+        for name, iterate in (("faust-own", lambda s: s.noack().events()), ("manual", manual_events)):
+            stream = app.stream(app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw",
+                                          value_serializer="raw"))
+
+            async def take():
+                async for _ in iterate(stream):
+                    pass
+                return "ended"
+
+            task = asyncio.ensure_future(take())
+            await asyncio.sleep(0.05)  # waiting on the empty queue
+            stream.channel._throw(StopAsyncIteration())  # what faust's Actor.cancel does
+            ended[name] = await asyncio.wait_for(task, timeout=10)
+        assert ended == {"faust-own": "ended", "manual": "ended"}
+
+    run(tmp_path, topology, test)
