@@ -32,12 +32,15 @@ def _statuses(incidents: list[dict]) -> list[tuple]:
     return sorted((i["id"], i["status"], tuple(r["cause"] for r in i["root_causes"])) for i in incidents)
 
 
-def _wait_statuses(fleet: Fleet, expected: list[dict], timeout: float = 120) -> list[dict]:
+def _wait_statuses(fleet: Fleet, expected: list[dict], timeout: float = 120, key=None) -> list[dict]:
     """The stored incidents once their ids, statuses and causes are the replay's (a later
-    change, such as a resolution, may follow the incident's first appearance)."""
+    change, such as a resolution, may follow the incident's first appearance), or once
+    `key` of them is (what the caller will compare: a wait on more than that runs out
+    its timeout whenever the rest differs)."""
+    key = key or _statuses
     deadline = time.monotonic() + timeout
     got = fleet.stored()
-    while _statuses(got) != _statuses(expected) and time.monotonic() < deadline:
+    while key(got) != key(expected) and time.monotonic() < deadline:
         time.sleep(1)
         got = fleet.stored()
     return got
