@@ -127,11 +127,12 @@ split, tune-wide (seeds 300000 + k), is tuned on too: the tune split's even plac
 with the test split's ranges and shapes, on fabrics as big as the test's but of other
 sizes, so that tuning sees the noise of wide ranges and big fabrics. A fourth, tune-any
 (seeds 500000 + k), is tune-wide with placements anywhere and odd spine counts, on sizes
-of its own. The test split keeps its own seeds and fabric sizes, which no tuning split
-has. Every
+of its own. A fifth, tune-range (seeds 700000 + k), is tune-any on fabrics whose sizes
+are drawn per run from ranges, never one of any split's fixed sizes. The test split keeps
+its own seeds and fabric sizes, which no tuning split has. Every
 run is a scenario rewritten by the realism layer (`sim/realism.py`, `sim/deliver.py`,
 `sim/shapes.py`) with the benign cases of contract section 8. Thresholds are tuned on
-the tune splits only (`fabric-rca simulate --suite DIR --split tune|tune-wide|tune-any`, scored with
+the tune splits only (`fabric-rca simulate --suite DIR --split tune|tune-wide|tune-any|tune-range`, scored with
 `python -m evaluation.split_report DIR` and `python -m evaluation.false_report DIR`);
 the test split is built and scored once, at the end, on the merged engine, by
 `scripts/accuracy-split`, and nobody changes the engine because of it. Were that to

@@ -24,7 +24,7 @@ from .paths import affected_jobs
 from .realism import SEP
 
 SHAPES = {"tune": ("two_tier", "two_tier", "rails"), "tune-wide": ("two_tier", "rails", "three_tier"),
-          "tune-any": ("two_tier", "rails", "three_tier"),
+          "tune-any": ("two_tier", "rails", "three_tier"), "tune-range": ("two_tier", "rails", "three_tier"),
           "test": ("two_tier", "rails", "three_tier")}
 SUPERSPINES = 2
 

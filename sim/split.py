@@ -20,6 +20,12 @@ of its own, from seeds of its own (TUNE_ANY_SEED + k). A fabric does not choose 
 fails: an engine that is right on even placements only has a bug tuning must see. Test
 keeps its own seeds and fabric sizes, which no tuning split has.
 
+A fifth, "tune-range", is tune-any whose fabric is drawn per run from ranges (spines 2-5,
+leaves 3-8, hosts per leaf 3-6, storage hosts 2-4; rails fabrics with 4-8 rails), never one
+of any split's fixed specs (a draw that is one is drawn again), from seeds of its own
+(TUNE_RANGE_SEED + k). The test split's fixed sizes are not a tuning split's, yet an
+engine tuned on a handful of fixed sizes may fit them: sizes drawn from ranges show it.
+
     simulate_split(out=Path("split/test"), split="test", clean_hours=1.5)
 """
 from __future__ import annotations
@@ -39,7 +45,10 @@ from .scenarios import make_plan, simulate
 from .shapes import SHAPES, reshape
 
 TUNE_SEED, TUNE_WIDE_SEED, TUNE_ANY_SEED, TEST_SEED, SEED_SPAN = 100_000, 300_000, 500_000, 900_000, 100_000
-SPLITS = ("tune", "tune-wide", "tune-any", "test")
+TUNE_RANGE_SEED = 700_000
+SPLITS = ("tune", "tune-wide", "tune-any", "tune-range", "test")
+BASES = {"tune": TUNE_SEED, "tune-wide": TUNE_WIDE_SEED, "tune-any": TUNE_ANY_SEED,
+         "tune-range": TUNE_RANGE_SEED, "test": TEST_SEED}
 CAUSES = ("link_flap", "link_degraded", "pfc_storm", "congestion", "microburst",
           "nic_degraded", "storage_slow", "device_down", "noisy_neighbor",
           "fec_creep", "pcie_stall", "storage_drift", "pfc_storm_low")
@@ -56,6 +65,9 @@ FABRICS = {"tune": (FabricSpec(), FabricSpec(spines=2, leaves=4, hosts_per_leaf=
                     FabricSpec(spines=3, leaves=8, hosts_per_leaf=4, storage_hosts=3))}
 
 RAILS8 = FabricSpec(spines=2, leaves=8, hosts_per_leaf=4)  # 4 hosts of 8 NICs, 8 rails
+FIXED = frozenset({RAILS8} | {s for specs in FABRICS.values() for s in specs})
+# tune-range: (low, high) of spines, leaves, hosts per leaf, storage hosts; rails: leaves = rails
+RANGES = {"two_tier": ((2, 5), (3, 8), (3, 6), (2, 4)), "rails": ((2, 5), (4, 8), (3, 6), (2, 4))}
 
 
 @dataclass(frozen=True)
@@ -72,7 +84,7 @@ def entries(split: str, *, clean_hours: float | None = None,
     clean runs."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; valid: {', '.join(SPLITS)}")
-    base = {"tune": TUNE_SEED, "tune-wide": TUNE_WIDE_SEED, "tune-any": TUNE_ANY_SEED, "test": TEST_SEED}[split]
+    base = BASES[split]
     hours = clean_hours if clean_hours is not None else (0.5 if split == "tune" else 1.5)
     out, k = [], 0
     for r in range(repeats or (2 if split == "tune" else 3)):
@@ -89,7 +101,7 @@ def entries(split: str, *, clean_hours: float | None = None,
 
 def _target(rng: random.Random, split: str, scenario: str, fab: Fabric) -> str | None:
     """A placement: tune (and tune-wide) on even leaves/hosts only, tune-any and test anywhere."""
-    pick = rng.choice if split in ("test", "tune-any") else (lambda xs: rng.choice(xs[::2]))
+    pick = rng.choice if split in ("test", "tune-any", "tune-range") else (lambda xs: rng.choice(xs[::2]))
     if scenario in HOSTISH:
         return pick([e.name for e in fab.hosts])
     if scenario in ("link_degraded", "fec_creep"):
@@ -102,6 +114,24 @@ def _target(rng: random.Random, split: str, scenario: str, fab: Fabric) -> str |
     return None
 
 
+def drawn_spec(seed: int, shape: str) -> FabricSpec:
+    """tune-range's fabric for one run: sizes from RANGES, from the seed's own stream,
+    never a fixed spec of any split (drawn again until it is none)."""
+    rng = random.Random(f"{seed}:tune-range:fabric")
+    lims = RANGES["rails" if shape == "rails" else "two_tier"]
+    while True:
+        spines, leaves, hosts, storage = (rng.randint(lo, hi) for lo, hi in lims)
+        spec = FabricSpec(spines=spines, leaves=leaves, hosts_per_leaf=hosts, storage_hosts=storage)
+        if spec not in FIXED:
+            return spec
+
+
+def _spec(rng: random.Random, split: str, shape: str, seed: int) -> FabricSpec:
+    if split == "tune-range":
+        return drawn_spec(seed, shape)
+    return RAILS8 if shape == "rails" else rng.choice(FABRICS[split])
+
+
 def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
     """Generate one entry: scenario at 1 s with drawn physics and benign events, shape,
     realism; truth gains "realism"."""
@@ -109,7 +139,7 @@ def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
     prng = random.Random(f"{entry.seed}:{split}:physics")  # its own stream: the rest as before
     shape = rng.choice(SHAPES[split])
     speed, physics = draw_physics(prng, split)
-    spec = replace(RAILS8 if shape == "rails" else rng.choice(FABRICS[split]), speed_gbps=speed)
+    spec = replace(_spec(rng, split, shape, entry.seed), speed_gbps=speed)
     fab = Fabric(spec)
     intensity = rng.choice(("strong", "medium", "weak") if wide(split) else ("strong", "medium"))
     target = _target(rng, split, entry.scenario, fab)

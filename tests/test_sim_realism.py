@@ -20,7 +20,8 @@ from sim.deliver import apply
 from sim.fabric import BASE_EPOCH, Fabric
 from sim.history import HISTORY_SEED_OFFSET
 from sim.realism import INTERVALS, SPEEDS_GBPS, Params, Phenomenon, draw, draw_physics
-from sim.split import FABRICS, SplitEntry, TEST_SEED, TUNE_ANY_SEED, TUNE_SEED, TUNE_WIDE_SEED, _target, build, entries
+from sim.split import (FABRICS, FIXED, RANGES, SplitEntry, TEST_SEED, TUNE_ANY_SEED, TUNE_RANGE_SEED, TUNE_SEED,
+                       TUNE_WIDE_SEED, _target, build, drawn_spec, entries)
 
 SPEC = FabricSpec()
 T0 = BASE_EPOCH
@@ -177,6 +178,29 @@ def test_tune_any_places_anywhere_on_odd_spine_counts_from_seeds_of_its_own():
     seen = {draw(random.Random(k), split="tune-any", fabric=fab, start=0, duration=600).intervals["switch"]
             for k in range(200)}
     assert seen == set(INTERVALS["test"])
+
+
+def test_tune_range_draws_its_fabric_sizes_per_run_never_a_fixed_one(tmp_path):
+    """tune-range: seeds no other split draws (nor their histories), tune-any's
+    placements and ranges, and each run's fabric drawn from ranges: the sizes vary from
+    run to run, stay in their ranges, are never a fixed spec of any split, and the same
+    seed draws the same fabric."""
+    ours = entries("tune-range", repeats=4, clean_hours=3)
+    others = {e.seed for s in ("tune", "tune-wide", "tune-any", "test") for e in entries(s, repeats=4, clean_hours=5)}
+    assert min(e.seed for e in ours) == TUNE_RANGE_SEED and not {e.seed for e in ours} & others
+    assert not {e.seed + HISTORY_SEED_OFFSET for e in ours} & (others | {e.seed for e in ours})
+    rng, fab = random.Random(1), Fabric(FabricSpec())
+    assert {_target(rng, "tune-range", "link_flap", fab) for _ in range(300)} == {e.name for e in fab.hosts}
+    for shape in ("two_tier", "rails"):
+        specs = [drawn_spec(e.seed, shape) for e in ours]
+        assert not set(specs) & FIXED and specs == [drawn_spec(e.seed, shape) for e in ours]
+        for field, (lo, hi) in zip(("spines", "leaves", "hosts_per_leaf", "storage_hosts"), RANGES[shape]):
+            values = {getattr(s, field) for s in specs}
+            assert min(values) >= lo and max(values) <= hi and len(values) >= 3, (shape, field, values)
+    assert FabricSpec() in FIXED and all(s in FIXED for s in FABRICS["test"])
+    truth = build(_short("tune-range", "clean", TUNE_RANGE_SEED + 3), out=tmp_path / "r", split="tune-range")
+    spec = FabricSpec(**(truth["realism"]["fabric_spec"] | {"speed_gbps": 400}))
+    assert truth["split"] == "tune-range" and spec not in FIXED
 
 
 def test_same_entry_same_bytes_and_truth_records_realism(tmp_path):
