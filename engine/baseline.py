@@ -294,6 +294,28 @@ def _settled(level: Level, times: list, values: list, baseline: float | None, st
     return True
 
 
+def level_seeds(level: Level, st: LevelState, now: float) -> list[float]:
+    """The times of the closed buckets, newest back, that are off on their own (each
+    bucket's mean holds the rule's bounds against the verdict's baseline), stopping at the
+    first that is not: at a verdict's start, the samples that already showed the shift.
+    A median of a recent window turns only once most of it moved, which at 30 s polling is
+    two or three samples after the first off one; counting those as hits is what keeps a
+    for_s rule from waiting that long again (a 75 s slow storage target polled every 30 s
+    was never found: its median turned one sample before the fault ended)."""
+    out: list[float] = []
+    times, values = st.times, st.values
+    # One bucket judged alone is a comparison of one recent sample: held to the bounds
+    # that make it as unlikely by chance as the full windows (`strictness`), against a
+    # baseline of the windows' size (a noisy gauge's single high reading is no seed).
+    strict = strictness(level, 1, 2 * level.compare_samples) if level.needs_baseline else 1.0
+    for k in range(len(times) - 1, -1, -1):
+        if times[k] >= now or not level.holds(values[k], st.baseline, strict):
+            break
+        out.append(times[k])
+    out.reverse()
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class LevelPlan:
     """A measurement's level rules, each one's place in the catalogue, and where each

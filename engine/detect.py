@@ -19,7 +19,7 @@ from typing import Callable
 
 import msgspec
 
-from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, observe_record
+from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, level_seeds, observe_record
 from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
     Feature, _evidence, _template, end_all, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
@@ -229,7 +229,7 @@ class Detector:
         """A level rule's record while its series is off its own level: a hit, and the
         symptom carries the recent and baseline medians."""
         name = rule.level.feature
-        sym = self._hit(rule, metric, feats)
+        sym = self._hit(rule, metric, feats, st)
         if sym is not None:
             m = sym.metrics
             if st.recent is not None and st.recent > m.get(f"{name}_recent", float("-inf")):
@@ -237,9 +237,11 @@ class Detector:
             if st.baseline is not None:
                 m.setdefault(f"{name}_baseline", st.baseline)
 
-    def _hit(self, rule: Rule, metric: Metric, feats: dict) -> Symptom | None:
+    def _hit(self, rule: Rule, metric: Metric, feats: dict, level: LevelState | None = None) -> Symptom | None:
         """One record the rule's condition holds on: the active symptom it extends or
-        starts (None while the run of hits is still short)."""
+        starts (None while the run of hits is still short). A level rule's first verdict
+        (`level`) counts the closed buckets just before it that are off on their own
+        (`level_seeds`): the median proves the level left, the buckets how long ago."""
         if rule.family in LINK_DOWN_FAMILIES:
             self._restart_levels(metric)
         eid = self._entity(rule, metric)
@@ -255,6 +257,8 @@ class Detector:
             dq = self.hits.get(key)
             if dq is None:
                 dq = self.hits[key] = deque()
+                if level is not None:
+                    dq.extend((at, {}) for at in level_seeds(rule.level, level, ts))
             dq.append((ts, feats))
             need = needed(rule, iv)
             window = max(rule.within_s, (need + 1) * iv)
