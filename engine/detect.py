@@ -32,6 +32,8 @@ from rules.schema import Rule, RuleSet
 # Rule families that say a series' link is down (oper-down, admin-down): its level rules'
 # windows restart, so a link back from maintenance is judged against a past it was up in.
 LINK_DOWN_FAMILIES = frozenset({"link_state", "maintenance"})
+# A device's sample interval before it is known: the longest contract section 1 allows.
+UNKNOWN_DEVICE_INTERVAL_S = 60.0
 SAMPLED = frozenset(m for m, spec in MEASUREMENTS.items() if spec.counters)  # polled, not events
 
 
@@ -293,9 +295,16 @@ class Detector:
         return iv if iv else 1.0
 
     def device_interval(self, device: str) -> float:
-        """The sample interval of one of the device's sampled series (1 s if unknown)."""
+        """The sample interval of one of the device's sampled series; until it is known
+        (a device seen once, or only through events), the longest interval contract section
+        1 allows, 60 s: a switch polled every 30 s was declared silent 5 s after its first
+        record, its interval read as 1 s (tune-range link_flap-0: a `device_down` beside the
+        flap it hid)."""
+        if self.interval_of is None:
+            return 1.0  # no estimates at all: every series is read at 1 s (module docstring)
         probe = self.probes.get(device)
-        return 1.0 if probe is None else self._interval(probe)
+        iv = self.interval_of(probe) if probe is not None else None
+        return iv if iv else UNKNOWN_DEVICE_INTERVAL_S
 
     def _entity(self, rule: Rule, metric: Metric) -> str | None:
         out = []

@@ -289,3 +289,22 @@ def test_symptom_starts_at_the_first_hit_of_the_first_full_window(hits, within, 
         (sym,) = emitted
         assert sym.start == T0 + times[firsts[0] - hits + 1]
         assert sym.last == T0 + times[-1]
+
+
+def test_a_switch_whose_interval_is_not_known_yet_is_not_silent_within_one_long_interval(tmp_path):
+    # leaf02 is polled every 30 s: after its first record its interval is unknown, and
+    # reading it as 1 s declared it silent 5 s later (a device_down beside a real flap).
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    known = {"switch_port|leaf01|swp1": 1.0}
+    det = Detector(load_rules([path]), dict(ROLES), interval_of=known.get)
+    emitted = feed(det, [(t, port("leaf01")) for t in range(0, 30)] + [(0, port("leaf02"))])
+    emitted += feed(det, [(t, port("leaf01")) for t in range(30, 59)])
+    assert [s for s in emitted if s.kind == "switch_silent"] == []
+    # Still unknown, it is silent once quiet for after_intervals (3) of the longest
+    # interval contract section 1 allows
+    from engine.detect import UNKNOWN_DEVICE_INTERVAL_S
+    late = feed(det, [(t, port("leaf01")) for t in range(59, 3 * int(UNKNOWN_DEVICE_INTERVAL_S) - 1)])
+    assert late == []
+    late = feed(det, [(t, port("leaf01")) for t in range(3 * int(UNKNOWN_DEVICE_INTERVAL_S) - 1, 200)])
+    assert [(s.kind, s.device) for s in late] == [("switch_silent", "leaf02")]
