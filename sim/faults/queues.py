@@ -227,7 +227,11 @@ class Microburst(Fault):
 class NoisyNeighbor(Fault):
     """One job surges to line rate towards its hosts on other leaves: its leaves'
     uplinks and the spines' ports towards them saturate, with deep queues and ECN
-    marks; other jobs crossing those links get CNPs and lose throughput."""
+    marks; other jobs crossing those links get CNPs and lose throughput. A job whose
+    hosts share one leaf sends nothing across the fabric to itself: it surges by reading
+    its storage at line rate instead, so the spines' ports down to its leaf and the
+    storage leaves' uplinks saturate (a surge congesting links the job's traffic does not
+    cross was a fault no telemetry could attribute)."""
 
     cause = "noisy_neighbor"
     kind = "job"
@@ -236,8 +240,16 @@ class NoisyNeighbor(Fault):
         f = self.fabric
         self.job = next(j for j in self.jobs if j.job_id == self.entity)
         self.noisy_leaves = sorted({f.endpoints[h].leaf for h in self.job.hosts})
+        # one leaf: it reads its storage on the other leaves (none there: it stays on its leaf)
+        self.readers = len(self.noisy_leaves) == 1
+        self.sources = [s for s in self.job.storage_eps(f) if f.endpoints[s].leaf not in self.noisy_leaves]
+        self.source_leaves = sorted({f.endpoints[s].leaf for s in self.sources})
         self.victims = [h for j in self.jobs if j is not self.job for h in j.hosts
-                        if f.endpoints[h].leaf in self.noisy_leaves and self._spans(j)]
+                        if f.endpoints[h].leaf in self.noisy_leaves and (self._spans(j) or self._reads_across(j))]
+
+    def _reads_across(self, job) -> bool:
+        """A reader's neighbour: another job reading storage over the same spine ports."""
+        return self.readers and bool(set(job.storage_eps(self.fabric)) & set(self.sources))
 
     def _spans(self, job) -> bool:
         return len({self.fabric.endpoints[h].leaf for h in job.hosts}) > 1
@@ -254,6 +266,11 @@ class NoisyNeighbor(Fault):
             return
         f = self.fabric
         level = tick.rng.uniform(*self.pick((0.95, 1.0), (0.85, 0.92), (0.75, 0.85)))
+        if self.readers:
+            if self.sources:
+                d[np.ix_(self.sources, list(self.job.hosts))] += (
+                    level * frac * f.spec.line_bytes / len(self.sources))
+            return
         for h in self.job.hosts:
             far = [x for x in self.job.hosts if f.endpoints[x].leaf != f.endpoints[h].leaf]
             if far:
@@ -261,6 +278,9 @@ class NoisyNeighbor(Fault):
 
     def saturated_ports(self, tick: Tick) -> list[int]:
         f, alive = self.fabric, tick.alive()
+        if self.readers:
+            return sorted({int(p) for s in range(f.spec.spines) for a in self.noisy_leaves for b in self.source_leaves
+                           if alive[a, s] and alive[b, s] for p in (f.down_port[s, a], f.up_port[b, s])})
         return [int(p) for a in self.noisy_leaves for s in range(f.spec.spines) if alive[a, s]
                 for p in (f.up_port[a, s], f.down_port[s, a])]
 
