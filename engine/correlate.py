@@ -28,6 +28,7 @@ from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
 
 SURGE_RULE = "job_traffic_surge"
+RX_BUSY = "nic_rx_busy"  # a NIC's receive load (rules/catalogue: nic_rx_busy), beside nic_tx_busy
 SPREADING = ("congestion", "pfc_storm")  # causes whose effects travel hop by hop
 
 
@@ -64,6 +65,7 @@ class CorrelatorState(msgspec.Struct, frozen=True, omit_defaults=True):
     changes: list[dict[str, Any]]  # incident changes not yet drained (contract JSON)
     admin_down: dict[str, SymptomWire] = {}  # interface -> its admin-down symptom (added in 0.2)
     busy: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
+    busy_rx: dict[str, SymptomWire] = msgspec.field(default_factory=dict)  # (absent in checkpoints before it: none)
     shared: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
     cabling: list[IncidentState] = msgspec.field(default_factory=list)  # open link_miswired incidents
 
@@ -80,6 +82,7 @@ class Correlator:
     saturated: dict[str, Symptom] = field(default_factory=dict)  # host -> nic_tx_saturated
     surges: dict[str, Symptom] = field(default_factory=dict)  # job id -> surge symptom
     busy: dict[str, Symptom] = field(default_factory=dict)  # NIC -> nic_tx_busy (load, for attribution)
+    busy_rx: dict[str, Symptom] = field(default_factory=dict)  # NIC -> nic_rx_busy (likewise, received)
     shared: dict[str, Symptom] = field(default_factory=dict)  # key -> congestion on a switch-to-switch link
     opened: int = 0
     resolved: int = 0
@@ -105,11 +108,12 @@ class Correlator:
                 self.saturated[s.device] = s
             elif self.saturated.get(s.device, s).key == s.key:
                 self.saturated.pop(s.device, None)
-        if s.family == "load":  # a NIC's transmit load: bookkeeping for attribution only
+        if s.family == "load":  # a NIC's transmit or receive load: bookkeeping for attribution only
+            busy = self.busy_rx if s.kind == RX_BUSY else self.busy
             if s.end is None:
-                self.busy[s.entity.id] = s
-            elif self.busy.get(s.entity.id, s).key == s.key:
-                self.busy.pop(s.entity.id, None)
+                busy[s.entity.id] = s
+            elif busy.get(s.entity.id, s).key == s.key:
+                busy.pop(s.entity.id, None)
             return
         evidence = self.config.persistence.evidence_only  # the models' evidence congests no link
         if (s.kind in CONGESTION_KINDS and shared_link(self.topology, s.entity.id) is not None
@@ -360,7 +364,8 @@ class Correlator:
                     job, congested=self.shared.values(), jobs=running, topology=self.topology):
                 hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts))
         noisy = dominant_jobs(congested=self.shared.values(), load=host_load(self.busy.values()), jobs=running,
-                              topology=self.topology, share=self.config.dominant_share) if self.shared else {}
+                              topology=self.topology, share=self.config.dominant_share,
+                              load_in=host_load(self.busy_rx.values(), "util_rx")) if self.shared else {}
         for job_id in sorted(hot_by_job.keys() | noisy.keys()):
             sym = self.surges.get(job_id)
             if sym is not None:
@@ -421,6 +426,7 @@ class Correlator:
             resolved=self.resolved, jobs=self.jobs.to_dict()["jobs"], changes=list(self._changes),
             admin_down={i: symptom_to_wire(x) for i, x in self.admin_down.items()},
             busy={i: symptom_to_wire(x) for i, x in self.busy.items()},
+            busy_rx={i: symptom_to_wire(x) for i, x in self.busy_rx.items()},
             shared={k: symptom_to_wire(x) for k, x in self.shared.items()}, cabling=self.cabling.snapshot())
 
     def restore(self, state: CorrelatorState) -> None:
@@ -433,6 +439,7 @@ class Correlator:
         self.surges = {j: symptom_from_wire(x) for j, x in state.surges.items()}
         self.admin_down = {i: symptom_from_wire(x) for i, x in state.admin_down.items()}
         self.busy = {i: symptom_from_wire(x) for i, x in state.busy.items()}
+        self.busy_rx = {i: symptom_from_wire(x) for i, x in state.busy_rx.items()}
         self.shared = {k: symptom_from_wire(x) for k, x in state.shared.items()}
         self.cabling.restore(cabled)
         self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved

@@ -63,7 +63,7 @@ class Topology:
         self._ecmp_cache: dict[tuple[str, str], frozenset[str]] = {}
         self._group_cache: dict[tuple[frozenset[str], frozenset[str]], _GroupPaths] = {}
         self._job_cache: OrderedDict[tuple, tuple[frozenset[str], frozenset[str]]] = OrderedDict()
-        self._egress_cache: OrderedDict[tuple[frozenset[str], str], dict[str, float]] = OrderedDict()
+        self._egress_cache: OrderedDict[tuple, dict[str, float]] = OrderedDict()  # egress and ingress shares
 
     # ----------------------------------------------------------------- building
 
@@ -187,6 +187,46 @@ class Topology:
             if len(self._egress_cache) > _JOB_CACHE_SIZE * 16:
                 self._egress_cache.popitem(last=False)
         return hit
+
+    def ingress_shares(self, *, hosts: Iterable[str], sources: Iterable[str], interface: str) -> dict[str, float]:
+        """Per host of a job, the share of what it receives from `sources` (the job's
+        other hosts and its storage, spread evenly over them) whose shortest paths may
+        arrive through `interface` (out of it, onto its link): `egress_shares` seen from
+        the receiving end, where a job reading its storage loads the spines' ports down to
+        its leaves though its hosts send little. A host on rail leaves counts whole."""
+        hs = frozenset(h for h in hosts if h in self.graph)
+        key = (hs, frozenset(x for x in sources if x in self.graph) | hs, "in:" + interface)
+        hit = self._egress_cache.get(key)
+        if hit is None:
+            hit = self._egress_cache[key] = self._ingress(hs, key[1], interface)
+            if len(self._egress_cache) > _JOB_CACHE_SIZE * 16:
+                self._egress_cache.popitem(last=False)
+        return hit
+
+    def _ingress(self, hosts: frozenset[str], sources: frozenset[str], interface: str) -> dict[str, float]:
+        peer = self.peer(interface)
+        if peer is None or len(sources) < 2:
+            return {}
+        near, far = device_of(interface), device_of(peer)
+        groups: dict[frozenset[str], list[str]] = {}
+        for x in sorted(sources):
+            groups.setdefault(self.attachments(x), []).append(x)
+        out: dict[str, float] = {}
+        for h in sorted(hosts):
+            if self._rails(self.attachments(h)):
+                out[h] = 1.0
+                continue
+            to_me = self.distance(far, h)
+            arriving = 0
+            for members in groups.values():
+                src = next((x for x in members if x != h), None)
+                if src is None:
+                    continue
+                total, first = self.distance(src, h), self.distance(src, near)
+                if to_me is not None and total is not None and first is not None and first + 1 + to_me == total:
+                    arriving += len(members) - (h in members)
+            out[h] = arriving / (len(sources) - 1)
+        return out
 
     def _egress(self, hosts: frozenset[str], interface: str) -> dict[str, float]:
         peer = self.peer(interface)

@@ -46,6 +46,7 @@ KINDS = {
     "switch_silent": ("switch_silent", "silence", "switch", 0.9),
     "storage_latency": ("storage_latency", "storage", "storage", 0.7),
     "nic_tx_busy": ("nic_tx_busy", "load", "interface", 0.1),
+    "nic_rx_busy": ("nic_rx_busy", "load", "interface", 0.1),
     "nic_tx_saturated": ("nic_tx_saturated", "job_surge", "interface", 0.4),
 }
 

@@ -144,3 +144,48 @@ def test_a_collector_gap_beside_the_first_congestion_keeps_no_incident_of_its_ow
     congestion = episode("queue_congested", "spine1:swp2", 22, 140) + uplink_congestion(23, 140)
     _, published = run(gap + load + congestion, until=260, jobs=[NOISY, VICTIM])
     assert tops(published) == [("noisy_neighbor", "7")]
+
+
+# --- a job reading its storage: seen from the receiving end ---------------------------------
+READER = Job("10", "acme", "u", "RUNNING", ("gpu1", "gpu2"), ("stor1",), T0 - 3600, None)
+NEIGHBOUR = Job("11", "globex", "u", "RUNNING", ("gpu1", "gpu2"), ("stor1",), T0 - 3600, None)
+SMALL = Job("12", "globex", "u", "RUNNING", ("gpu2",), ("stor1",), T0 - 3600, None)
+
+
+def reading(host: str, util: float, start: float, end: float) -> list:
+    return episode("nic_rx_busy", f"{host}:eth0", start, end, metrics={"util_rx": util})
+
+
+def downlink_congestion(start: float, end: float) -> list:
+    """spine1's port down to leaf1 (and spine2's) congested: what storage under leaf2
+    sends to leaf1's hosts."""
+    return episode("queue_congested", "spine1:swp1", start, end) + episode("queue_congested", "spine2:swp1",
+                                                                            start, end) \
+        + episode("nic_cnp_sent", "gpu2:eth0", start + 2, end)
+
+
+def test_a_job_on_one_leaf_reading_its_storage_hard_is_named_by_what_its_hosts_receive():
+    # Its hosts share leaf1: nothing they send each other crosses a spine, so by what
+    # they transmit no job loads the spines' ports down to leaf1. What they receive from
+    # stor1 (under leaf2) does, and the other tenant reading the same storage is hurt.
+    load = reading("gpu1", 0.95, 20, 140) + reading("gpu2", 0.9, 20, 140)
+    _, published = run(load + downlink_congestion(22, 140), until=240, jobs=[READER, SMALL])
+    assert tops(published) == [("noisy_neighbor", "10")]
+
+
+def test_without_the_receive_load_nobody_is_named_and_a_lone_reader_is_nobodys_neighbour():
+    _, published = run(downlink_congestion(22, 140), until=240, jobs=[READER, SMALL])
+    assert all(cause != "noisy_neighbor" for cause, _ in tops(published))
+    load = reading("gpu1", 0.95, 20, 140) + reading("gpu2", 0.9, 20, 140)
+    _, published = run(load + downlink_congestion(22, 140), until=240, jobs=[READER])
+    assert all(cause != "noisy_neighbor" for cause, _ in tops(published))
+
+
+def test_ingress_shares_count_what_arrives_through_the_port_from_the_jobs_sources():
+    from tests.test_correlation_timeline import TOPO
+    # From stor1 (leaf2) to gpu1 (leaf1): down through spine1:swp1 or spine2:swp1
+    assert TOPO.ingress_shares(hosts=("gpu1", "gpu2"), sources=("stor1",), interface="spine1:swp1") \
+        == {"gpu1": 0.5, "gpu2": 0.5}  # half of each host's sources (stor1; not its leaf-mate)
+    assert TOPO.ingress_shares(hosts=("gpu1", "gpu2"), sources=("stor1",), interface="leaf1:swp51") \
+        == {"gpu1": 0.0, "gpu2": 0.0}  # leaf1's uplink carries what leaves leaf1, not what reaches it
+    assert TOPO.ingress_shares(hosts=("gpu3",), sources=("stor1",), interface="spine1:swp2") == {"gpu3": 0.0}
