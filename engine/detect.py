@@ -11,7 +11,6 @@ wall clock. docs/design.md "Interval-invariant detection" says why.
 """
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -21,7 +20,7 @@ import msgspec
 
 from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, level_seeds, observe_record
 from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
-    Feature, _evidence, _template, end_all, pending_out, restore_out, symptom_key)
+    Feature, _evidence, _template, clear_after, end_all, needed, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.features_compile import level_names
@@ -35,25 +34,6 @@ LINK_DOWN_FAMILIES = frozenset({"link_state", "maintenance"})
 # A device's sample interval before it is known: the longest contract section 1 allows.
 UNKNOWN_DEVICE_INTERVAL_S = 60.0
 SAMPLED = frozenset(m for m, spec in MEASUREMENTS.items() if spec.counters)  # polled, not events
-
-
-def needed(rule: Rule, interval: float) -> int:
-    """Samples the condition must hold in at sample interval `interval`: `hits`, and
-    more than an episode shorter than `for_s` can reach. An episode of d seconds overlaps
-    at most ceil(d / interval) + 1 samples (it can straddle a sample boundary at each
-    end), so n = ceil(for_s / interval) + 2 samples prove it lasted about for_s or more,
-    whatever the interval and however strong the episode was."""
-    if rule.for_s <= 0:
-        return rule.hits
-    # A gauge (`instant`) is read at the sample's instant, not over the interval: an
-    # episode shorter than for_s holds at most ceil(for_s / I) samples, provided their
-    # times span for_s (`_hit` checks that: jitter may bring samples closer than I).
-    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + (1 if rule.instant else 2))
-
-
-def clear_after(rule: Rule, interval: float) -> float:
-    """Seconds without a hit after which a symptom of `rule` ends."""
-    return max(rule.clear_s, rule.clear_samples * interval)
 
 
 class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):

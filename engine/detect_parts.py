@@ -1,7 +1,9 @@
 """The detector's small pure helpers: rule entity templates, evidence (peaks and samples), the
-symptoms pending a drain and their checkpoint form (engine/detect.py, models/scorer.py)."""
+symptoms pending a drain and their checkpoint form, and a rule's persistence in samples
+(`needed`, `clear_after`) (engine/detect.py, models/scorer.py)."""
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -12,6 +14,25 @@ from rules.schema import Rule
 
 _FIELD = re.compile(r"\{([A-Za-z0-9_]+)\}")
 Feature = bool | int | float | str | None
+
+
+def needed(rule: Rule, interval: float) -> int:
+    """Samples the condition must hold in at sample interval `interval`: `hits`, and
+    more than an episode shorter than `for_s` can reach. An episode of d seconds overlaps
+    at most ceil(d / interval) + 1 samples (it can straddle a sample boundary at each
+    end), so n = ceil(for_s / interval) + 2 samples prove it lasted about for_s or more,
+    whatever the interval and however strong the episode was."""
+    if rule.for_s <= 0:
+        return rule.hits
+    # A gauge (`instant`) is read at the sample's instant, not over the interval: an
+    # episode shorter than for_s holds at most ceil(for_s / I) samples, provided their
+    # times span for_s (`_hit` checks that: jitter may bring samples closer than I).
+    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + (1 if rule.instant else 2))
+
+
+def clear_after(rule: Rule, interval: float) -> float:
+    """Seconds without a hit after which a symptom of `rule` ends."""
+    return max(rule.clear_s, rule.clear_samples * interval)
 
 
 def _template(text: str) -> list[tuple[bool, str]]:
