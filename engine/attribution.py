@@ -79,7 +79,7 @@ def dominant_jobs(*, congested: Iterable[Symptom], load: dict[str, float], jobs:
         return topology.egress_shares(hosts=j.hosts, interface=port)
 
     def ingress(j: Job, port: str) -> dict[str, float]:
-        return topology.ingress_shares(hosts=j.hosts, sources=storage_of[j.job_id], interface=port)
+        return topology.ingress_shares(hosts=j.hosts, storage=storage_of[j.job_id], interface=port)
 
     views = [(load, sends, egress)]
     if load_in:

@@ -180,25 +180,24 @@ class Topology:
         rail leaves counts whole (a rail NIC reaches every rail over the spines: see
         `_compute_group`). Hosts with the same attachment switches share every distance,
         so a job costs as much as its groups."""
-        key = (frozenset(h for h in hosts if h in self.graph), interface)
-        hit = self._egress_cache.get(key)
-        if hit is None:
-            hit = self._egress_cache[key] = self._egress(*key)
-            if len(self._egress_cache) > _JOB_CACHE_SIZE * 16:
-                self._egress_cache.popitem(last=False)
-        return hit
+        hs = frozenset(h for h in hosts if h in self.graph)
+        return self._shares((hs, interface), lambda: self._egress(hs, interface))
 
-    def ingress_shares(self, *, hosts: Iterable[str], sources: Iterable[str], interface: str) -> dict[str, float]:
-        """Per host of a job, the share of what it receives from `sources` (the job's
-        other hosts and its storage, spread evenly over them) whose shortest paths may
+    def ingress_shares(self, *, hosts: Iterable[str], storage: Iterable[str], interface: str) -> dict[str, float]:
+        """Per host of a job, the share of what it receives from its sources (the job's
+        other hosts and its `storage`, spread evenly over them) whose shortest paths may
         arrive through `interface` (out of it, onto its link): `egress_shares` seen from
         the receiving end, where a job reading its storage loads the spines' ports down to
         its leaves though its hosts send little. A host on rail leaves counts whole."""
         hs = frozenset(h for h in hosts if h in self.graph)
-        key = (hs, frozenset(x for x in sources if x in self.graph) | hs, "in:" + interface)
+        sources = frozenset(x for x in storage if x in self.graph) | hs
+        return self._shares((hs, sources, interface), lambda: self._ingress(hs, sources, interface))
+
+    def _shares(self, key: tuple, compute) -> dict[str, float]:
+        """Egress or ingress shares by `key` (their keys differ in length), computed once."""
         hit = self._egress_cache.get(key)
         if hit is None:
-            hit = self._egress_cache[key] = self._ingress(hs, key[1], interface)
+            hit = self._egress_cache[key] = compute()
             if len(self._egress_cache) > _JOB_CACHE_SIZE * 16:
                 self._egress_cache.popitem(last=False)
         return hit

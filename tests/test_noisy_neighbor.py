@@ -184,8 +184,8 @@ def test_without_the_receive_load_nobody_is_named_and_a_lone_reader_is_nobodys_n
 def test_ingress_shares_count_what_arrives_through_the_port_from_the_jobs_sources():
     from tests.test_correlation_timeline import TOPO
     # From stor1 (leaf2) to gpu1 (leaf1): down through spine1:swp1 or spine2:swp1
-    assert TOPO.ingress_shares(hosts=("gpu1", "gpu2"), sources=("stor1",), interface="spine1:swp1") \
+    assert TOPO.ingress_shares(hosts=("gpu1", "gpu2"), storage=("stor1",), interface="spine1:swp1") \
         == {"gpu1": 0.5, "gpu2": 0.5}  # half of each host's sources (stor1; not its leaf-mate)
-    assert TOPO.ingress_shares(hosts=("gpu1", "gpu2"), sources=("stor1",), interface="leaf1:swp51") \
+    assert TOPO.ingress_shares(hosts=("gpu1", "gpu2"), storage=("stor1",), interface="leaf1:swp51") \
         == {"gpu1": 0.0, "gpu2": 0.0}  # leaf1's uplink carries what leaves leaf1, not what reaches it
-    assert TOPO.ingress_shares(hosts=("gpu3",), sources=("stor1",), interface="spine1:swp2") == {"gpu3": 0.0}
+    assert TOPO.ingress_shares(hosts=("gpu3",), storage=("stor1",), interface="spine1:swp2") == {"gpu3": 0.0}
