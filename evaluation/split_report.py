@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaluation.score import (
-    HEADERS, ScenarioResult, Summary, _fmt, _gray, _render, _row, cause_precision, misses, score_scenario,
-    summarize, table,
+    HEADERS, FaultResult, ScenarioResult, Summary, _abrupt, _fmt, _gray, _render, _row, cause_precision, misses,
+    score_scenario, summarize, table,
 )
 
 
@@ -63,6 +63,13 @@ class Cell:
     recall: float | None
     top1: float | None
     delay_median: float | None
+    abrupt_delay: float | None = None  # median delay of the loud abrupt faults (`_loud_abrupt`)
+
+
+def _loud_abrupt(f: FaultResult) -> bool:
+    """An abrupt fault that is not gray: the issue's "<= 5 s at 1 s sampling" is for these;
+    gray faults (pfc_storm_low starts at once but stays low) have their own delay target."""
+    return _abrupt(f) and not f.gray
 
 
 def _group(runs: list[RunScore], interval: int | None) -> list[ScenarioResult]:
@@ -76,7 +83,8 @@ def _cell(cause: str | None, interval: int | None, group: list[ScenarioResult]) 
     else:
         precision, fph = cause_precision(group, cause)
     return Cell(cause, interval, len(group), sum(r.hours for r in group if r.clean), s.faults,
-                precision, fph, s.recall, s.top1, s.delay_median)
+                precision, fph, s.recall, s.top1, s.delay_median,
+                summarize(group, cause=cause, only=_loud_abrupt).delay_median)
 
 
 def intervals_of(runs: list[RunScore]) -> list[int]:
@@ -114,7 +122,15 @@ def _cell_row(c: Cell) -> tuple[str, ...]:
 CELL_HEAD = ("cause", "interval s", "faults", "precision", "false inc./clean h", "recall", "top-1",
              "delay p50 s")
 TOTAL_HEAD = ("interval s", "runs", "clean h", "faults", "precision", "false inc./clean h", "recall",
-              "top-1", "delay p50 s")
+              "top-1", "delay p50 s", "abrupt delay p50 s", "abrupt delay p50, samples")  # abrupt: not gray
+
+
+def _total_row(c: Cell) -> tuple[str, ...]:
+    """An interval's totals; the abrupt delay in seconds and in sample intervals too (the
+    issue's target: <= 5 s at 1 s sampling, <= 3 samples at coarser ones)."""
+    samples = c.abrupt_delay / c.interval if c.abrupt_delay is not None and c.interval else None
+    return ((("all" if c.interval is None else str(c.interval)), str(c.runs), f"{c.clean_hours:.2f}")
+            + _cell_row(c)[2:] + (_fmt(c.abrupt_delay), _fmt(samples)))
 
 HONEST = """How the split is kept honest. The test split's seeds (900000 + k) and the tune split's
 (100000 + k) are fixed in `sim/split.py` and never meet, and a build is deterministic
@@ -149,7 +165,9 @@ the faults of that cause (gray scenarios under their contract cause: fec_creep a
 link_degraded, pcie_stall as nic_degraded, storage_drift as storage_slow, pfc_storm_low
 as pfc_storm). A cell rests on few runs (the default test split has 3 of each of the 13
 scenarios and 1.5 clean hours over 4 intervals): read a cell with its `faults` and the
-interval's `clean h`. For the issue's 5 clean hours: `scripts/accuracy-split DIR --clean-hours 5`."""
+interval's `clean h`. The abrupt delay of an interval is over its abrupt faults that are
+not gray (gray faults are in their own line below), in seconds and in sample intervals.
+For the issue's 5 clean hours: `scripts/accuracy-split DIR --clean-hours 5`."""
 
 
 def _by(runs: list[RunScore], title: str, key) -> list[str]:
@@ -180,9 +198,7 @@ def accuracy_doc(runs: list[RunScore], *, split: str, seconds: float,
              + (f", building {build_seconds:.0f} s" if build_seconds else "") + ".", "",
              f"Engine: {method}.", "",
              "## Per sample interval, every cause", "",
-             _render(TOTAL_HEAD, [(("all" if c.interval is None else str(c.interval)), str(c.runs),
-                                   f"{c.clean_hours:.2f}") + _cell_row(c)[2:] for c in interval_totals(runs)],
-                     markdown=True), "",
+             _render(TOTAL_HEAD, [_total_row(c) for c in interval_totals(runs)], markdown=True), "",
              "## Per cause and sample interval", "",
              _render(CELL_HEAD, [_cell_row(c) for c in cells(runs)], markdown=True), "",
              f"## Other breakdowns ({method})", "", "### Per cause, every interval", "",

@@ -116,3 +116,19 @@ def test_history_models_are_retrained_when_the_training_code_changed(scenario_di
     monkeypatch.setattr(scenarios, "training_code", lambda: "other-code")
     assert scenarios.history_models(tmp_path / "hist", "clean-0") is not None
     assert stamp.read_text().strip() == "other-code" and saved.stat().st_mtime_ns != first
+
+
+def test_an_intervals_abrupt_delay_leaves_gray_and_gradual_faults_out_and_is_given_in_samples():
+    """The 10 s interval holds a loud abrupt fault found 40 s late, a gray one (abrupt
+    onset, low) found 300 s late and a gradual one 200 s late: only the first is the
+    abrupt delay, 4 samples of 10 s."""
+    def fault(cause, entity, **kw):
+        return {"cause": cause, "entity": {"kind": "x", "id": entity}, "start": T0 + 100, "end": T0 + 900,
+                "affected_jobs": []} | kw
+    faults = [fault("pfc_storm", "h:1"), fault("pfc_storm", "h:2", gray=True),
+              fault("link_degraded", "l", onset="gradual", gray=True)]
+    incs = [_inc(1, "pfc_storm", "h:1", 138), _inc(2, "pfc_storm", "h:2", 398), _inc(3, "link_degraded", "l", 298)]
+    ten, _ = interval_totals([run_score(_truth("three-10s", 10, faults), incs, 10)])
+    assert ten.delay_median == 200.0 and ten.abrupt_delay == 40.0
+    doc = accuracy_doc([run_score(_truth("three-10s", 10, faults), incs, 10)], split="tune", seconds=1.0)
+    assert "| 200 | 40.00 | 4.00 |" in doc
