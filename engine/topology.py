@@ -202,14 +202,24 @@ class Topology:
                 self._egress_cache.popitem(last=False)
         return hit
 
-    def _ingress(self, hosts: frozenset[str], sources: frozenset[str], interface: str) -> dict[str, float]:
+    def _port_groups(self, interface: str, members: frozenset[str]
+                     ) -> tuple[str, str, dict[frozenset[str], list[str]]] | None:
+        """A link port's two devices (near, far) and `members` grouped by the switches they
+        attach to (hosts on the same switches take the same paths); None when the port has
+        no peer or fewer than two members share it."""
         peer = self.peer(interface)
-        if peer is None or len(sources) < 2:
-            return {}
-        near, far = device_of(interface), device_of(peer)
+        if peer is None or len(members) < 2:
+            return None
         groups: dict[frozenset[str], list[str]] = {}
-        for x in sorted(sources):
+        for x in sorted(members):
             groups.setdefault(self.attachments(x), []).append(x)
+        return device_of(interface), device_of(peer), groups
+
+    def _ingress(self, hosts: frozenset[str], sources: frozenset[str], interface: str) -> dict[str, float]:
+        ends = self._port_groups(interface, sources)
+        if ends is None:
+            return {}
+        near, far, groups = ends
         out: dict[str, float] = {}
         for h in sorted(hosts):
             if self._rails(self.attachments(h)):
@@ -228,13 +238,10 @@ class Topology:
         return out
 
     def _egress(self, hosts: frozenset[str], interface: str) -> dict[str, float]:
-        peer = self.peer(interface)
-        if peer is None or len(hosts) < 2:
+        ends = self._port_groups(interface, hosts)
+        if ends is None:
             return {}
-        near, far = device_of(interface), device_of(peer)
-        groups: dict[frozenset[str], list[str]] = {}
-        for h in sorted(hosts):
-            groups.setdefault(self.attachments(h), []).append(h)
+        near, far, groups = ends
         out: dict[str, float] = {}
         for src, members in groups.items():
             if self._rails(src):
