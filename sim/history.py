@@ -34,6 +34,7 @@ from .fabric import Fabric, FabricSpec, Physics
 from .realism import Phenomenon, draw, draw_events
 from .scenarios import simulate
 from .shapes import reshape
+from .split import STREAM
 
 # What the fabric *is*, not what happens on it: a port's flat high corrected-FEC floor (a
 # marginal optic), a device's clock skew. The history has the run's, over its own span;
@@ -54,7 +55,7 @@ def build_history(run: Path, out: Path, *, duration: float = DEFAULT_DURATION) -
     seed = int(truth["seed"]) + HISTORY_SEED_OFFSET
     split = truth.get("split", "tune")
     out = Path(out)
-    rng = random.Random(f"{seed}:{split}:history")
+    rng = random.Random(f"{seed}:{STREAM.get(split, split)}:history")
     # The fabric's physics (its optics' FEC noise, its targets' latency, buffers, MTU, ECN
     # knee) is what the fabric *is*: the run's. Its workload events (job ramp-ups, an idle
     # port) are drawn anew, as for a clean run of the split, below the same ECN knee.

@@ -33,7 +33,8 @@ _CLASS = {"switch_port": "switch", "switch_queue": "switch", "nic_port": "nic",
 INTERVALS = {"tune": (1, 5, 10), "test": (1, 5, 10, 30)}
 # A split draws from the narrow (tune) or the wide (test) ranges; "tune-wide" is the tune
 # split's seeds, fabrics and placements with the test split's ranges (sim/split.py).
-RANGES_OF = {"tune": "tune", "test": "test", "tune-wide": "test", "tune-any": "test", "tune-range": "test"}
+RANGES_OF = {"tune": "tune", "test": "test", "tune-wide": "test", "tune-any": "test", "tune-range": "test",
+             "tune-retired": "test"}
 
 
 def wide(split: str) -> bool:

@@ -25,7 +25,7 @@ from .realism import SEP
 
 SHAPES = {"tune": ("two_tier", "two_tier", "rails"), "tune-wide": ("two_tier", "rails", "three_tier"),
           "tune-any": ("two_tier", "rails", "three_tier"), "tune-range": ("two_tier", "rails", "three_tier"),
-          "test": ("two_tier", "rails", "three_tier")}
+          "tune-retired": ("two_tier", "rails", "three_tier"), "test": ("two_tier", "rails", "three_tier")}
 SUPERSPINES = 2
 
 

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,9 @@ from sim.deliver import apply
 from sim.fabric import BASE_EPOCH, Fabric
 from sim.history import HISTORY_SEED_OFFSET
 from sim.realism import INTERVALS, SPEEDS_GBPS, Params, Phenomenon, draw, draw_physics
-from sim.split import (FABRICS, FIXED, RANGES, SplitEntry, TEST_SEED, TUNE_ANY_SEED, TUNE_RANGE_SEED, TUNE_SEED,
-                       TUNE_WIDE_SEED, _target, build, drawn_spec, entries)
+from sim.shapes import SHAPES
+from sim.split import (CAUSES, FABRICS, FIXED, RAILS, RAILS8, RANGES, TEST_SEED, TUNE_ANY_SEED, TUNE_RANGE_SEED,
+                       TUNE_RETIRED_SEED, TUNE_SEED, TUNE_WIDE_SEED, SplitEntry, _target, build, drawn_spec, entries)
 
 SPEC = FabricSpec()
 T0 = BASE_EPOCH
@@ -271,3 +273,32 @@ def test_a_runs_history_is_clean_on_its_fabric_delivered_as_the_run_is(tmp_path)
                  for p in hist["realism"]["phenomena"] if p["kind"] in PERSISTENT)
     assert keep and got == keep  # this seed has some (a clock skew or a floor)
     assert (tmp_path / "hist" / "topology.dot").read_text() == (tmp_path / "run" / "topology.dot").read_text()
+
+
+def test_the_retired_test_split_is_the_first_test_split_and_the_test_split_is_new(tmp_path):
+    """tune-retired keeps the first test split's seeds (900000 + k), sizes and rails
+    fabric, so its runs are the ones docs/accuracy.md reported before it was retired; the
+    test split has seeds and fabric sizes (its rails fabric too) no tuning split has."""
+    retired, test = entries("tune-retired", repeats=4, clean_hours=5), entries("test", repeats=4, clean_hours=5)
+    assert min(e.seed for e in retired) == TUNE_RETIRED_SEED == 900_000
+    tuning = {e.seed for s in ("tune", "tune-wide", "tune-any", "tune-range", "tune-retired")
+              for e in entries(s, repeats=4, clean_hours=5)}
+    assert min(e.seed for e in test) == TEST_SEED and not {e.seed for e in test} & tuning
+    assert not {e.seed + HISTORY_SEED_OFFSET for e in test} & (tuning | {e.seed for e in test})
+    others = {s for split, specs in FABRICS.items() if split != "test" for s in specs} | {RAILS8}
+    assert not (set(FABRICS["test"]) | {RAILS["test"]}) & others - {FabricSpec()}
+    assert FABRICS["tune-retired"][1:] == (FabricSpec(spines=4, leaves=6, hosts_per_leaf=4),
+                                           FabricSpec(spines=3, leaves=8, hosts_per_leaf=4, storage_hosts=3))
+    assert RAILS["test"] in FIXED
+    # its random streams are the first test split's (seeded "test"), so its runs are that split's
+    one = build(_short("tune-retired", "clean", TUNE_RETIRED_SEED + 3), out=tmp_path / "retired", split="tune-retired")
+    speed, physics = draw_physics(random.Random(f"{TUNE_RETIRED_SEED + 3}:test:physics"), "test")
+    assert one["realism"]["physics"] == asdict(physics) and one["realism"]["fabric_spec"]["speed_gbps"] == speed
+    rng, fab = random.Random(1), Fabric(FabricSpec())
+    assert {_target(rng, "tune-retired", "link_flap", fab) for _ in range(300)} == {e.name for e in fab.hosts}
+    seed = next(e.seed for e in test if e.scenario == "pfc_storm")
+    while random.Random(f"{seed}:test:realism").choice(SHAPES["test"]) != "rails":
+        seed += len(CAUSES)  # the same cause further down the table, until one is a rails run
+    truth = build(_short("test", "pfc_storm", seed), out=tmp_path / "rails", split="test")
+    assert truth["realism"]["shape"] == "rails"
+    assert FabricSpec(**(truth["realism"]["fabric_spec"] | {"speed_gbps": 400})) == RAILS["test"]

@@ -23,11 +23,12 @@ def add(sub) -> None:
     g.add_argument("--suite", nargs="?", const="", metavar="DIR",
                    help="build the scenario suite, one folder per entry under DIR (or --out)")
     g.add_argument("--only", metavar="GLOB", help="with --suite: only the entries whose name matches")
-    g.add_argument("--split", choices=("tune", "tune-wide", "tune-any", "tune-range", "test"),
+    g.add_argument("--split", choices=("tune", "tune-wide", "tune-any", "tune-range", "tune-retired", "test"),
                    help="with --suite: build the realistic tune, tune-wide (tune's even "
                         "placements, test's ranges), tune-any (tune-wide with placements "
                         "anywhere and odd spine counts), tune-range (tune-any on fabric "
-                        "sizes drawn per run from ranges) or test split (sim/split.py) "
+                        "sizes drawn per run from ranges), tune-retired (the first test split, "
+                        "retired to tuning) or test split (sim/split.py) "
                         "instead of the classic suite; its seeds are fixed, --seed is ignored")
     g.add_argument("--clean-hours", type=float, metavar="H",
                    help="with --split: hours of clean runs (default 0.5 tune, 1.5 test)")
