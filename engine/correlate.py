@@ -24,6 +24,7 @@ from engine.jobs import JobBook
 from engine.maintenance import ADMIN_DOWN_FAMILY, admin_down_reason, window_reason
 from engine.ports import MaintenanceSource
 from engine.rank import CONGESTION_KINDS, Context, explain, hypotheses, pressed, rank
+from engine.reopen import Recent
 from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
 
@@ -38,6 +39,7 @@ class CorrelationConfig:
     hops: int = 2  # ... whose symptoms are this close in the device graph
     settle_s: float = 1.0  # wait this long for related symptoms before publishing (2 s bought nothing on the tune split)
     resolve_after_s: float = 60.0  # quiet time after which an incident resolves
+    reopen_s: float = 300.0  # a resolved incident's cause back on its entity this soon reopens it (engine/reopen.py)
     min_score: float = 0.15  # publish only when the leading cause scores at least this
     surge_fraction: float = 0.5  # share of a job's hosts saturating that makes a job surge
     dominant_share: float = 0.6  # share of a congested shared link's load that makes its job the noisy one
@@ -68,6 +70,7 @@ class CorrelatorState(msgspec.Struct, frozen=True, omit_defaults=True):
     busy_rx: dict[str, SymptomWire] = msgspec.field(default_factory=dict)  # (absent in checkpoints before it: none)
     shared: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
     cabling: list[IncidentState] = msgspec.field(default_factory=list)  # open link_miswired incidents
+    recent: list[IncidentState] = msgspec.field(default_factory=list)  # resolved, may reopen (none before it)
 
 
 @dataclass
@@ -89,6 +92,8 @@ class Correlator:
     maintenance: MaintenanceSource | None = None  # the windows in force (data, read by an adapter)
     admin_down: dict[str, Symptom] = field(default_factory=dict)  # interface -> admin-down symptom
     cabling: Cabling = field(default_factory=Cabling)  # link_miswired from LLDP (engine/cabling.py): not correlated
+    recent: Recent = field(default_factory=Recent)  # resolved incidents that may reopen (engine/reopen.py)
+    reopened: int = 0
     _changes: list[dict] = field(default_factory=list)
 
     # --- input -----------------------------------------------------------------------
@@ -222,6 +227,7 @@ class Correlator:
         if watermark <= self.watermark:
             return
         self.watermark = watermark
+        self.recent.expire(watermark, within=self.config.reopen_s)
         self._job_surges()
         ctx = self._context()
         if any(inc.dirty for inc in self.open.values()):
@@ -233,7 +239,9 @@ class Correlator:
         self._merge_unpublished(ctx)
         for inc in list(self.open.values()):
             if not inc.published:
-                if self._ready(inc):
+                if self._ready(inc) and (old := self.recent.take(inc, within=self.config.reopen_s)) is not None:
+                    self._reopen(old, inc, ctx)
+                elif self._ready(inc):
                     inc.detected_at = watermark
                     inc.updated_at = watermark
                     self.opened += 1
@@ -248,6 +256,7 @@ class Correlator:
                 self.resolved += 1
                 self._emit(inc)
                 self._forget(inc)
+                self.recent.add(inc)
             elif inc.dirty:
                 inc.updated_at = watermark
                 self._emit(inc)
@@ -303,15 +312,35 @@ class Correlator:
 
     def _same_fault(self, old: Incident, young: Incident, ctx: Context) -> bool:
         """Whether `old`'s leading cause is `young`'s, or explains most of the symptoms of
-        `young` that could open an incident: a collector gap's silence (which opens none by
-        itself) beside a fault's first congestion is no other fault to keep apart."""
+        `young` that could open an incident (a collector gap's silence, which opens none by
+        itself, beside a fault's first congestion is no other fault to keep apart), or
+        explains most of the evidence of `young`'s own leading cause: a noisy job's uplink
+        congestion that founded a group of its own beside a host's link bounce is the
+        job's, whatever else the group holds (a cascade joins its root, contract section 8)."""
         top, other = old.root_causes[0], young.root_causes[0]
         if (top.cause, top.entity) == (other.cause, other.entity):
             return True
         symptoms = [s for s in young.symptoms.values() if self.opens_incident(s.rule)] or list(young.symptoms.values())
+        lead = [s for s in symptoms if explain(other.cause, other.entity, s, ctx) >= 1.0]
+        return any(self._covered(top, group, ctx) >= 0.5 for group in (symptoms, lead) if group)
+
+    @staticmethod
+    def _covered(cause, symptoms: list[Symptom], ctx: Context) -> float:
+        """The share of `symptoms` (by severity) that `cause` explains."""
         total = sum(s.severity for s in symptoms) or 1.0
-        covered = sum(s.severity * explain(top.cause, top.entity, s, ctx) for s in symptoms)
-        return covered / total >= 0.5
+        return sum(s.severity * explain(cause.cause, cause.entity, s, ctx) for s in symptoms) / total
+
+    def _reopen(self, old: Incident, young: Incident, ctx: Context) -> None:
+        """`young` is `old`'s fault come back (engine/reopen.py): `old` takes its symptoms
+        and is open again, under its own id, paging no one anew."""
+        self.open[old.id] = old
+        old.status, old.resolved_at = "open", None
+        self._fold(young, into=old)
+        self._rerank(old, ctx)
+        old.updated_at = self.watermark
+        self.reopened += 1
+        self._emit(old)
+        old.dirty = False
 
     def _fold(self, young: Incident, *, into: Incident) -> None:
         for key, s in young.symptoms.items():
@@ -427,12 +456,14 @@ class Correlator:
             admin_down={i: symptom_to_wire(x) for i, x in self.admin_down.items()},
             busy={i: symptom_to_wire(x) for i, x in self.busy.items()},
             busy_rx={i: symptom_to_wire(x) for i, x in self.busy_rx.items()},
-            shared={k: symptom_to_wire(x) for k, x in self.shared.items()}, cabling=self.cabling.snapshot())
+            shared={k: symptom_to_wire(x) for k, x in self.shared.items()}, cabling=self.cabling.snapshot(),
+            recent=self.recent.snapshot())
 
     def restore(self, state: CorrelatorState) -> None:
         """Continue from `state`; ValueError (before any change) if it does not hold together."""
         incidents = {st.id: Incident.restore(st) for st in state.open}
         cabled = [Incident.restore(st) for st in state.cabling]
+        reopenable = [Incident.restore(st) for st in state.recent]
         self.jobs = JobBook.from_dict({"jobs": state.jobs})
         self.open, self.home = incidents, dict(state.home)
         self.saturated = {h: symptom_from_wire(x) for h, x in state.saturated.items()}
@@ -442,5 +473,8 @@ class Correlator:
         self.busy_rx = {i: symptom_from_wire(x) for i, x in state.busy_rx.items()}
         self.shared = {k: symptom_from_wire(x) for k, x in state.shared.items()}
         self.cabling.restore(cabled)
+        self.recent = Recent()
+        for inc in reopenable:
+            self.recent.add(inc)
         self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved
         self._changes = list(state.changes)
