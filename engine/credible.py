@@ -44,6 +44,10 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
   look-alikes are many witnesses by nature: a link bounce is seen down from both ends, a
   job's surge and its hosts' saturation are one measurement, congestion on a shared link
   waits for attribution, storage latency is one witness.
+- **paused long**: a `pfc_storm` at a switch port needs pause that held its peer a tenth
+  of a second per second or more at its peak (`switch_pause_us`), or a watchdog's storm,
+  when its exporter reports pause time: a port relaying collective phases sends pause
+  frames that pause next to nothing.
 - **pressed**: a `pfc_storm` at an interface that was pressed while its pause lasted (a
   switch paused on any port or with a congested egress, a NIC paused: `Context.pressed`,
   from every open candidate) relays pause and is never credible; nor is a `congestion`
@@ -73,6 +77,7 @@ from engine.types import Entity, Symptom, device_of
 REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
 AT_ONCE = frozenset({"link_flap", "pause_storm_event", "pfcwd_storm"})
 CORROBORATED = frozenset({"link_degraded", "nic_degraded", "microburst"})
+PAUSE_TIME = ("pfc_tx_pause_us_rate", "tx_pause_us_rate")  # a pause symptom's pause time, µs per s (its peak)
 
 
 def _default_sustained() -> dict[str, float]:
@@ -97,6 +102,7 @@ class Persistence:
     fabric_link_down_s: float = 30.0
     host_link_down_s: float = 30.0  # a host link its host reports down this long (and its switch port too)
     shared_congestion_s: float = 20.0  # congestion on a switch-to-switch link waits for attribution
+    switch_pause_us: float = 100_000.0  # µs paused per s a switch port's pause must reach to originate a storm
     switch_links_down: int = 2  # a switch is down when at least this many of its links ...
     switch_links_share: float = 0.5  # ... and this share of them are seen down by their far ends
     # Rule id -> its symptoms are evidence only (an anomaly model's evidence, which may not
@@ -117,6 +123,8 @@ class Persistence:
             direct = [s for s in direct if not self.evidence_only(s.rule)]
         if not direct or (cause == "pfc_storm" and self._pressed(pressure_key(entity, ctx.topology), direct, ctx)):
             return None
+        if cause == "pfc_storm" and ctx.topology.is_switch(device_of(entity.id)) and not self._paused_long(direct):
+            return None  # pause frames that paused nothing much: a switch relaying bursts
         if cause == "congestion" and self._pressed(entity.id, direct, ctx):
             return None  # a queue behind a paused egress: the pause's victim
         if any(s.kind in self.at_once for s in direct):
@@ -146,6 +154,19 @@ class Persistence:
         if cause in self.repeating and len(stretches) >= self.repeats:
             return stretches[0][0]
         return None
+
+    def _paused_long(self, direct: list[Symptom]) -> bool:
+        """Whether a switch port's pause held its peer for long (`switch_pause_us` of every
+        second at its peak), or cannot be told: an origin holds its peer paused, where a
+        port relaying collective phases sends pause frames that pause a few milliseconds
+        (tune-retired congestion-0: 50-65 frames/s over 20 s of all-reduce phases, its
+        pause-time counter flat, was named a pfc_storm). A watchdog's storm verdict is
+        long pause by definition; a port whose exporter reports no pause time leaves
+        frames as all there is (as before)."""
+        if any(s.kind in self.at_once for s in direct):
+            return True
+        times = [s.metrics[f] for s in direct for f in PAUSE_TIME if f in s.metrics]
+        return not times or max(times) >= self.switch_pause_us
 
     def spans(self, s: Symptom) -> list[tuple[float, float]]:
         """When a symptom was seen: from its first sign to its last, but for a symptom of an

@@ -155,3 +155,19 @@ def test_on_rails_a_nic_storms_while_its_hosts_other_nic_is_paused_by_the_tree()
     ctx = Context(RAILS)
     assert plausibility("pfc_storm", Entity("interface", "g1:eth1"), symptoms, ctx) == 1.0
     assert plausibility("pfc_storm", Entity("interface", "leaf1:swp1"), symptoms, ctx) < 0.5
+
+
+def test_a_switch_port_whose_pause_frames_pause_next_to_nothing_is_no_pause_storm():
+    """leaf1:swp1 sends 60 pause frames/s for 50 s with nothing congested or paused in
+    sight. With its pause-time counter flat (all-reduce phases relayed: frames, no time
+    paused) it is no storm; holding gpu1 paused 40 % of the time it is one; with no pause
+    time reported, the frames are all there is and it is one too (as before)."""
+    def storm(metrics):
+        return run(episode("port_pfc_tx", "leaf1:swp1", 10, 60, metrics=metrics), until=120)[1]
+    assert storm({"pfc_tx_pkts_rate": 60.0, "pfc_tx_pause_us_rate": 0.0}) == {}
+    assert tops(storm({"pfc_tx_pkts_rate": 60.0, "pfc_tx_pause_us_rate": 400_000.0})) == [("pfc_storm", "leaf1:swp1")]
+    assert tops(storm({"pfc_tx_pkts_rate": 60.0})) == [("pfc_storm", "leaf1:swp1")]
+    # a NIC's pause is judged as before, whatever its pause time
+    nic = run(episode("nic_pfc_tx", "gpu1:eth0", 10, 60, metrics={"tx_pause_rate": 60.0, "tx_pause_us_rate": 0.0}),
+              until=120)[1]
+    assert tops(nic) == [("pfc_storm", "gpu1:eth0")]
