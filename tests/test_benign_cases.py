@@ -181,7 +181,10 @@ def _phase(fab: Fabric, ports, nics, ecn: float, pause: float) -> None:
 def test_collective_phases_every_minute_open_nothing(request, interval, every, length_s, ecn):
     """All-to-all phases of a few seconds, over and over for 15 minutes, at the host ports
     and uplinks of both leaves: ECN, CNPs and relayed pause, no loss."""
-    if interval == 30 and every < 2 * interval:
+    # Phases within every 30 s sample: the leaf ports' pause reads as steady, but it holds
+    # the senders a few ms per s, no storm (engine/credible.py, paused long); marks at a
+    # busy port read as steady still open congestion when the phases are long and loud.
+    if interval == 30 and (every, length_s) == (45, 6):
         request.applymarker(EVERY_SAMPLE)
     ports = [p for p in PORTS if p.startswith("leaf")]
 
