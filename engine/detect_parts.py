@@ -26,8 +26,13 @@ def needed(rule: Rule, interval: float) -> int:
         return rule.hits
     # A gauge (`instant`) is read at the sample's instant, not over the interval: an
     # episode shorter than for_s holds at most ceil(for_s / I) samples, provided their
-    # times span for_s (`_hit` checks that: jitter may bring samples closer than I).
-    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + (1 if rule.instant else 2))
+    # times span for_s (`_hit` checks that: jitter may bring samples closer than I), so
+    # two readings for_s apart or more are proof enough. Its `hits` are read as seconds
+    # (what they are at 1 s): at 30 s polling three readings took 60 s and more, and a
+    # 60 s congestion, held in two readings 30 s apart, was never found.
+    if rule.instant:
+        return max(2, math.ceil(max(rule.for_s, rule.hits) / interval - 1e-9) + 1)
+    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 2)
 
 
 def clear_after(rule: Rule, interval: float) -> float:

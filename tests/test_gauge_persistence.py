@@ -54,19 +54,23 @@ def raised(lines: list[str]) -> list[tuple[str, float, float]]:
 def test_the_queue_rule_reads_a_gauge_and_needs_one_sample_fewer():
     rule = next(r for r in RULES.rules if r.id == "queue_congested")
     assert rule.instant
-    assert [needed(rule, i) for i in (1, 5, 10, 30)] == [11, 3, 3, 3]  # from 10 s its hits (3) floor it
+    # two readings for_s apart at 10 s and coarser: its hits (3) are seconds, what they are at 1 s
+    assert [needed(rule, i) for i in (1, 5, 10, 30)] == [11, 3, 2, 2]
 
 
 def test_a_congested_queue_is_raised_once_its_samples_span_for_s():
     """1 s: the 11th sample, 10 s after the first sign (was the 12th); 5 s: the 3rd
-    (was the 4th: one interval sooner); 10 s: the 3rd, the rule's hits."""
+    (was the 4th: one interval sooner); 10 s: the 2nd (was the 3rd, the rule's hits
+    counted as samples); 30 s: a 60 s congestion read twice, 30 s apart, is raised at the
+    second reading (before, it needed a third and was never found)."""
     assert raised(timeline(1.0, (100.5, 120.0))) == [("queue_congested", 101.0, 111.0)]
     assert raised(timeline(5.0, (96.0, 120.0))) == [("queue_congested", 100.0, 110.0)]
-    assert raised(timeline(10.0, (95.0, 120.0))) == [("queue_congested", 100.0, 120.0)]
+    assert raised(timeline(10.0, (95.0, 120.0))) == [("queue_congested", 100.0, 110.0)]
+    assert raised(timeline(30.0, (100.0, 60.0))) == [("queue_congested", 120.0, 150.0)]
 
 
 def test_a_queue_full_for_less_than_for_s_is_no_symptom_at_any_interval():
-    for interval in (1.0, 5.0, 10.0):
+    for interval in (1.0, 5.0, 10.0, 30.0):
         for d in (2.0, 6.0, 9.5):
             for a in (99.9, 100.0, 100.5):
                 assert raised(timeline(interval, (a, d))) == [], (interval, d, a)
