@@ -194,17 +194,23 @@ class Detector:
             memory.levels = [self.levels.setdefault((r.id, metric.series), LevelState()) for r in levels.rules]
         return off
 
-    def _restart_levels(self, metric: Metric) -> None:
-        """The series' link is down on this record: its level rules' windows start again
+    def _restart_levels(self, metric: Metric, down_s: float) -> None:
+        """The series' link has been down `down_s` s on this record: the windows of its
+        level rules whose recent window that much down could sway start again
         (`LevelState.restart`). A port taken down for maintenance sends no codewords, so
         its corrected-FEC median while down is zero, and the healthy noise it shows once
         back up (a hundred frames/s) was a rise of hundreds of times (tune-wide: three
-        `link_degraded` on ports back from admin-down)."""
+        `link_degraded` on ports back from admin-down). A bounce of a few seconds is a
+        blip a median ignores, and restarting on it threw away the level a gray fault
+        had left: a NIC whose PCIe stall share was rising bounced its link once, and its
+        new baseline was the raised level (tune-retired pcie_stall-1, never found). So a
+        window starts again only once the link has been down a quarter of its recent
+        window (a median moves once half of it has)."""
         entry = self._compute.get(metric.name)
         plan = entry[1] if entry is not None else None
         for r in plan.rules if plan is not None else ():
             st = self.levels.get((r.id, metric.series))
-            if st is not None:
+            if st is not None and down_s * 4 >= r.level.recent_s:
                 st.restart()
 
     def _level_hit(self, rule: Rule, st: LevelState, metric: Metric, feats: dict) -> None:
@@ -224,9 +230,10 @@ class Detector:
         starts (None while the run of hits is still short). A level rule's first verdict
         (`level`) counts the closed buckets just before it that are off on their own
         (`level_seeds`): the median proves the level left, the buckets how long ago."""
-        if rule.family in LINK_DOWN_FAMILIES:
-            self._restart_levels(metric)
         eid = self._entity(rule, metric)
+        if rule.family in LINK_DOWN_FAMILIES:
+            down = self.active.get((rule.id, eid)) if eid is not None else None
+            self._restart_levels(metric, metric.ts - down.start if down is not None else 0.0)
         if eid is None:
             self.unresolved_entities += 1
             return None

@@ -211,6 +211,25 @@ def test_a_pcie_stall_creeping_up_is_a_degraded_nic_and_a_blip_or_a_driver_reloa
     assert incidents(telemetry(interval, pci=pcie_stall, pause=driver_reload)) == [("nic_degraded", "gpu1:eth0")]
 
 
+def own_reload(ex: Exporters, t: float) -> None:
+    """gpu1, the NIC whose PCIe stall is creeping up, reloads its driver at 250 s: its
+    link is down 5 s and its counters restart from zero."""
+    if t == 250:
+        ex.down.add("gpu1:eth0")
+    if t == 255:
+        ex.down.discard("gpu1:eth0")
+        ex.reset("gpu1:eth0")
+
+
+@pytest.mark.parametrize("interval", INTERVALS)
+def test_a_creeping_pcie_stall_is_found_though_its_nic_bounced_its_link_midway(interval):
+    """A bounce of a few seconds is a blip to a median: the level the stall left stays its
+    baseline (restarting the windows on it made the raised level the baseline:
+    tune-retired pcie_stall-1, never found). A port down for minutes still starts again
+    (the maintenance test above)."""
+    assert incidents(telemetry(interval, pci=pcie_stall, pause=own_reload)) == [("nic_degraded", "gpu1:eth0")]
+
+
 @pytest.mark.parametrize("interval", INTERVALS)
 def test_a_stall_blip_and_a_driver_reload_alone_open_nothing(interval):
     blip = lambda ex, t: {"gpu2:eth0": 4.0} if 300 <= t < 303 else {}  # noqa: E731
