@@ -104,6 +104,9 @@ ENGINE_FLAGS: tuple[EngineFlag, ...] = (
     EngineFlag("--resolve-after", "FABRIC_RCA_RESOLVE_AFTER", "config.correlation.resolve_after_s", positive,
                "resolve an incident after its symptoms stay quiet this long (event time; default 60)",
                metavar="SECONDS"),
+    EngineFlag("--reopen-within", "FABRIC_RCA_REOPEN_WITHIN", "config.correlation.reopen_s", positive,
+               "a resolved incident whose cause comes back on its entity this soon reopens, same id, instead "
+               "of a new incident (event time; default 300)", metavar="SECONDS"),
 )
 
 

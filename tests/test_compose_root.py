@@ -31,7 +31,8 @@ ENV = tuple(f.env for f in ENGINE_FLAGS) + ("FABRIC_RCA_BOOTSTRAP", "FABRIC_RCA_
 NOT_DEFAULT = {
     "--topology": "other.dot", "--jobs": "jobs.jsonl", "--rules": "a.yaml", "--models": "models",
     "--learn-rate": "0.25", "--lateness": "7", "--lateness-intervals": "4", "--max-lateness": "90",
-    "--skew": "12", "--resolve-after": "30", "--k8s-job-label": "app", "--k8s-tenant-label": "team",
+    "--skew": "12", "--resolve-after": "30", "--reopen-within": "120", "--k8s-job-label": "app",
+    "--k8s-tenant-label": "team",
     "--mappings": str(MAPPINGS), "--lldp": "lldp",
 }
 
