@@ -197,13 +197,18 @@ def pcie_stall(ex: Exporters, t: float) -> dict[str, float]:
     return out
 
 
-def driver_reload(ex: Exporters, t: float) -> None:
-    """gpu4's link goes down for 5 s at 250 s and its counters restart from zero."""
-    if t == 250:
-        ex.down.add("gpu4:eth0")
-    if t == 255:
-        ex.down.discard("gpu4:eth0")
-        ex.reset("gpu4:eth0")
+def reload(nic: str):
+    """`nic`'s driver reloads at 250 s: its link is down 5 s and its counters restart from zero."""
+    def case(ex: Exporters, t: float) -> None:
+        if t == 250:
+            ex.down.add(nic)
+        if t == 255:
+            ex.down.discard(nic)
+            ex.reset(nic)
+    return case
+
+
+driver_reload = reload("gpu4:eth0")  # a NIC beside the fault
 
 
 @pytest.mark.parametrize("interval", INTERVALS)
@@ -211,23 +216,13 @@ def test_a_pcie_stall_creeping_up_is_a_degraded_nic_and_a_blip_or_a_driver_reloa
     assert incidents(telemetry(interval, pci=pcie_stall, pause=driver_reload)) == [("nic_degraded", "gpu1:eth0")]
 
 
-def own_reload(ex: Exporters, t: float) -> None:
-    """gpu1, the NIC whose PCIe stall is creeping up, reloads its driver at 250 s: its
-    link is down 5 s and its counters restart from zero."""
-    if t == 250:
-        ex.down.add("gpu1:eth0")
-    if t == 255:
-        ex.down.discard("gpu1:eth0")
-        ex.reset("gpu1:eth0")
-
-
 @pytest.mark.parametrize("interval", INTERVALS)
 def test_a_creeping_pcie_stall_is_found_though_its_nic_bounced_its_link_midway(interval):
     """A bounce of a few seconds is a blip to a median: the level the stall left stays its
     baseline (restarting the windows on it made the raised level the baseline:
     tune-retired pcie_stall-1, never found). A port down for minutes still starts again
-    (the maintenance test above)."""
-    assert incidents(telemetry(interval, pci=pcie_stall, pause=own_reload)) == [("nic_degraded", "gpu1:eth0")]
+    (the maintenance test above). gpu1 is the NIC whose stall creeps up."""
+    assert incidents(telemetry(interval, pci=pcie_stall, pause=reload("gpu1:eth0"))) == [("nic_degraded", "gpu1:eth0")]
 
 
 @pytest.mark.parametrize("interval", INTERVALS)
