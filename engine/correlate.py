@@ -318,11 +318,22 @@ class Correlator:
         congestion that founded a group of its own beside a host's link bounce is the
         job's, whatever else the group holds (a cascade joins its root, contract section 8)."""
         top, other = old.root_causes[0], young.root_causes[0]
-        if (top.cause, top.entity) == (other.cause, other.entity):
+        if (top.cause, top.entity) == (other.cause, other.entity) or self._twin_jobs(top, other):
             return True
         symptoms = [s for s in young.symptoms.values() if self.opens_incident(s.rule)] or list(young.symptoms.values())
         lead = [s for s in symptoms if explain(other.cause, other.entity, s, ctx) >= 1.0]
         return any(self._covered(top, group, ctx) >= 0.5 for group in (symptoms, lead) if group)
+
+    def _twin_jobs(self, a, b) -> bool:
+        """Two noisy-neighbour causes naming jobs that share hosts: attribution reads a
+        host's NIC rates, which jobs on one host share, so no telemetry splits that load
+        between them; they are one fault and one incident, ranking both (a rails fabric of
+        three hosts ran every job on two or three of them, and the surge was published
+        twice)."""
+        if not a.cause == b.cause == "noisy_neighbor":
+            return False
+        hosts = {j.job_id: frozenset(j.hosts) for j in self.jobs.running(self.watermark)}
+        return bool(hosts.get(a.entity.id, frozenset()) & hosts.get(b.entity.id, frozenset()))
 
     @staticmethod
     def _covered(cause, symptoms: list[Symptom], ctx: Context) -> float:

@@ -53,7 +53,11 @@ def default_jobs(fabric: Fabric, start: float, *, shared: bool = False) -> list[
     leaf plus half of the last, stor01) and a small job (the rest, stor02).
 
     With shared=True the first leaf pair is split between the first job and an extra
-    job (its id follows the churn job's), so the two share uplinks: noisy_neighbor.
+    job (its id follows the churn job's), so the two share uplinks: noisy_neighbor. The
+    first job takes every other host of each leaf (the first, the third, ...): a rails
+    fabric renames a leaf's k-th host to the k-th host's NIC on that rail
+    (sim/shapes.py), so the first half of three hosts per leaf was one rail host, a
+    "job" whose traffic ran between its own NICs (that goes over NVLink on a real host).
     """
     s = fabric.spec
     stor = [e.index for e in fabric.storage]
@@ -72,7 +76,7 @@ def default_jobs(fabric: Fabric, start: float, *, shared: bool = False) -> list[
         by_leaf: dict[int, list[int]] = {}
         for h in first.hosts:
             by_leaf.setdefault(fabric.endpoints[h].leaf, []).append(h)
-        mine = [h for hs in by_leaf.values() for h in hs[: len(hs) // 2]]
+        mine = [h for hs in by_leaf.values() for h in hs[::2]]
         other = [h for h in first.hosts if h not in mine]
         jobs[0] = replace(first, hosts=tuple(mine))
         jobs.append(replace(_job(len(jobs) + 1, other, (), start), start=first.start + 600))

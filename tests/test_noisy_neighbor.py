@@ -189,3 +189,31 @@ def test_ingress_shares_count_what_arrives_through_the_port_from_the_jobs_source
     assert TOPO.ingress_shares(hosts=("gpu1", "gpu2"), storage=("stor1",), interface="leaf1:swp51") \
         == {"gpu1": 0.0, "gpu2": 0.0}  # leaf1's uplink carries what leaves leaf1, not what reaches it
     assert TOPO.ingress_shares(hosts=("gpu3",), storage=("stor1",), interface="spine1:swp2") == {"gpu3": 0.0}
+
+
+def test_surges_of_jobs_sharing_hosts_are_one_incident_and_of_jobs_apart_two():
+    """Attribution reads hosts' NIC rates, which jobs on one host share: two noisy-neighbour
+    candidates naming jobs that share a host are one fault (a rails fabric of three hosts
+    ran every job on two or three of them and its surge was published twice); jobs on
+    hosts apart stay two."""
+    from engine.correlate import Correlator
+    from engine.incidents import Incident
+    from engine.jobs import JobBook
+    from engine.types import Entity, RootCause
+    from tests.test_correlation_timeline import RULES, TOPO
+
+    shares = Job("10", "hooli", "u", "RUNNING", ("gpu3", "gpu4"), (), T0 - 3600, None)  # gpu3 is NOISY's too
+    apart = Job("11", "hooli", "u", "RUNNING", ("gpu2",), (), T0 - 3600, None)  # none of NOISY's
+    book = JobBook()
+    for j in (NOISY, shares, apart):
+        book.update(j)
+    c = Correlator(topology=TOPO, jobs=book, opens_incident=RULES.opens_incident)
+    c.watermark = T0
+
+    def led_by(job: str) -> Incident:
+        (_, surge), *_ = episode("nic_tx_saturated", "gpu4:eth0", 20, 60)  # what NOISY does not explain
+        return Incident(id=job, opened_at=T0, updated_at=T0, symptoms={surge.key: surge},
+                        root_causes=[RootCause(1, "noisy_neighbor", Entity("job", job), 0.6)])
+    ctx = c._context()
+    assert c._same_fault(led_by("7"), led_by("10"), ctx)
+    assert not c._same_fault(led_by("7"), led_by("11"), ctx)
