@@ -71,6 +71,7 @@ class CorrelatorState(msgspec.Struct, frozen=True, omit_defaults=True):
     shared: dict[str, SymptomWire] = msgspec.field(default_factory=dict)
     cabling: list[IncidentState] = msgspec.field(default_factory=list)  # open link_miswired incidents
     recent: list[IncidentState] = msgspec.field(default_factory=list)  # resolved, may reopen (none before it)
+    reopened: int = 0
 
 
 @dataclass
@@ -468,7 +469,7 @@ class Correlator:
             busy={i: symptom_to_wire(x) for i, x in self.busy.items()},
             busy_rx={i: symptom_to_wire(x) for i, x in self.busy_rx.items()},
             shared={k: symptom_to_wire(x) for k, x in self.shared.items()}, cabling=self.cabling.snapshot(),
-            recent=self.recent.snapshot())
+            recent=self.recent.snapshot(), reopened=self.reopened)
 
     def restore(self, state: CorrelatorState) -> None:
         """Continue from `state`; ValueError (before any change) if it does not hold together."""
@@ -488,4 +489,5 @@ class Correlator:
         for inc in reopenable:
             self.recent.add(inc)
         self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved
+        self.reopened = state.reopened
         self._changes = list(state.changes)

@@ -70,6 +70,7 @@ class Stats:
     symptoms: int = 0
     incidents_opened: int = 0
     incidents_resolved: int = 0
+    incidents_reopened: int = 0  # resolved incidents whose fault came back (engine/reopen.py)
     watermark: float | None = None
 
     def summary(self) -> dict:
@@ -93,6 +94,7 @@ class Stats:
             "symptoms": self.symptoms,
             "incidents_opened": self.incidents_opened,
             "incidents_resolved": self.incidents_resolved,
+            "incidents_reopened": self.incidents_reopened,
         }
 
     def snapshot(self) -> StatsState:
@@ -105,7 +107,7 @@ class Stats:
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
         for f in dataclasses.fields(self):
-            if f.name in ("mapped", "superseded"):  # (not in the checkpoint format: counted again from the restore)
+            if f.name in ("mapped", "superseded", "incidents_reopened"):  # (not in the checkpoint format: counted again from the restore)
                 setattr(self, f.name, Counter() if f.name == "mapped" else 0)
                 continue
             value = getattr(state, f.name)
@@ -493,6 +495,7 @@ class Pipeline:
             self.correlate.advance()
             self.stats.incidents_opened = self.correlate.correlator.opened
             self.stats.incidents_resolved = self.correlate.correlator.resolved
+            self.stats.incidents_reopened = self.correlate.correlator.reopened
 
     def finish(self) -> None:
         self.detect.finish()

@@ -77,6 +77,7 @@ def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
     c = cp.stages.get(agents.correlate_key)
     if isinstance(c, CorrelateStage):
         m.incidents_opened, m.incidents_resolved = c.correlator.opened, c.correlator.resolved
+        m.incidents_reopened = c.correlator.reopened
         m.applied_event_time = _finite(c.applied_to)
         m.late_events = c.late
         if agents.sources:

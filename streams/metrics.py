@@ -24,6 +24,7 @@ class WorkerMetrics:
     symptoms: int = 0
     incidents_opened: int = 0
     incidents_resolved: int = 0
+    incidents_reopened: int = 0
     incident_changes: int = 0
     dead_lettered: int = 0  # dead letters the broker acknowledged
     dead_letter_truncated: int = 0  # of those, sent cut to the topic's size limit
@@ -77,6 +78,9 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
     yield _counter("fabric_rca_symptoms_total", "Symptoms raised by stage 1.", m.symptoms)
     yield _counter("fabric_rca_incidents_opened_total", "Incidents published.", m.incidents_opened)
     yield _counter("fabric_rca_incidents_resolved_total", "Incidents resolved.", m.incidents_resolved)
+    yield _counter("fabric_rca_incidents_reopened_total",
+                   "Resolved incidents reopened: their fault came back on the same entity within --reopen-within.",
+                   m.incidents_reopened)
     yield _counter("fabric_rca_incident_changes_total", "Incident changes stored and published.",
                    m.incident_changes)
     yield _gauge("fabric_rca_store_available", "1 when the store takes writes, 0 while it refuses them.",

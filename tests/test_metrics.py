@@ -40,7 +40,8 @@ def test_names_types_and_help_are_the_contract():
     text = render(WorkerMetrics(rejects={"bad_json": 1}))
     types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE"))
     counters = ["records", "rejects", "dead_lettered", "dead_letter_truncated", "dead_letter_failed", "duplicates",
-                "late_superseded", "symptoms", "incidents_opened", "incidents_resolved", "incident_changes", "checkpoints_refused",
+                "late_superseded", "symptoms", "incidents_opened", "incidents_resolved", "incidents_reopened", "incident_changes",
+                "checkpoints_refused",
                 "stages_restored", "state_rebuilt_records", "late_events"]
     gauges = ["store_available", "store_pending_changes", "consumer_lag_messages", "idle_partitions",
               "processing_delay_seconds", "first_read_timestamp_seconds", "last_read_timestamp_seconds"]

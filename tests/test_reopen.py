@@ -24,6 +24,7 @@ def test_a_storm_back_two_minutes_after_its_incident_resolved_reopens_that_incid
     (inc,) = published.values()
     assert inc["status"] == "open" and inc["resolved_at"] is None
     assert c.opened == 1 and c.resolved == 1 and c.reopened == 1
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(c.snapshot()), type=CorrelatorState).reopened == 1
     starts = sorted(s["start"] for s in inc["symptoms"])
     assert len(starts) == 2  # both episodes, under the first one's id
 
