@@ -240,13 +240,15 @@ class Correlator:
         self._merge_unpublished(ctx)
         for inc in list(self.open.values()):
             if not inc.published:
-                if self._ready(inc) and (old := self.recent.take(inc, within=self.config.reopen_s)) is not None:
-                    self._reopen(old, inc, ctx)
-                elif self._ready(inc):
-                    inc.detected_at = watermark
-                    inc.updated_at = watermark
-                    self.opened += 1
-                    self._emit(inc)
+                if self._ready(inc):
+                    old = self.recent.take(inc, within=self.config.reopen_s)
+                    if old is not None:
+                        self._reopen(old, inc, ctx)
+                    else:
+                        inc.detected_at = watermark
+                        inc.updated_at = watermark
+                        self.opened += 1
+                        self._emit(inc)
                 elif inc.quiet and watermark - inc.last_activity >= self.config.resolve_after_s:
                     self._forget(inc)  # never became an incident
                 continue
@@ -333,8 +335,9 @@ class Correlator:
         twice)."""
         if not a.cause == b.cause == "noisy_neighbor":
             return False
-        hosts = {j.job_id: frozenset(j.hosts) for j in self.jobs.running(self.watermark)}
-        return bool(hosts.get(a.entity.id, frozenset()) & hosts.get(b.entity.id, frozenset()))
+        x, y = self.jobs.get(a.entity.id), self.jobs.get(b.entity.id)
+        return (x is not None and y is not None and x.running_at(self.watermark) and y.running_at(self.watermark)
+                and not set(x.hosts).isdisjoint(y.hosts))
 
     @staticmethod
     def _covered(cause, symptoms: list[Symptom], ctx: Context) -> float:

@@ -43,7 +43,7 @@ class Recent:
         candidate's first evidence."""
         key = lead(candidate)
         old = self.by_lead.get(key) if key is not None else None
-        if old is None or old.resolved_at is None or candidate.opened_at > old.resolved_at + within:
+        if old is None or candidate.opened_at > old.resolved_at + within:  # (`add` keeps resolved ones only)
             return None
         del self.by_lead[key]
         return old
@@ -52,8 +52,7 @@ class Recent:
         """Forget the incidents no candidate can continue any more: resolved more than
         2 x `within` s before `watermark` (a candidate is judged by its first evidence,
         which a verdict taken late dates back, by up to a level rule's window)."""
-        for key in [k for k, inc in self.by_lead.items()
-                    if inc.resolved_at is None or inc.resolved_at + 2 * within < watermark]:
+        for key in [k for k, inc in self.by_lead.items() if inc.resolved_at + 2 * within < watermark]:
             del self.by_lead[key]
 
     def snapshot(self) -> list[IncidentState]:
