@@ -7,6 +7,6 @@ engine) and models, never an adapter or a framework: `cli/` and `streams/` both 
 (streams may not import cli), and `models/` never imports it (training is handed the
 `EngineConfig`).
 """
-from compose.engine import EngineParts, EngineSettings, build_engine, new_correlate_stage, new_detect_stage, new_pipeline
+from compose.engine import EngineParts, EngineSettings, build_engine, new_correlate_stage, new_detect_stage, new_pipeline, replay_with
 
-__all__ = ["EngineParts", "EngineSettings", "build_engine", "new_correlate_stage", "new_detect_stage", "new_pipeline"]
+__all__ = ["EngineParts", "EngineSettings", "build_engine", "new_correlate_stage", "new_detect_stage", "new_pipeline", "replay_with"]

@@ -10,7 +10,9 @@ from engine.cabling import CablingCheck, check_cabling
 from engine.jobs import JobBook
 from engine.k8s_pods import DEFAULT_JOB_LABELS, DEFAULT_TENANT_LABELS, PodLabels
 from engine.mapping import MappingSet, default_mappings
-from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline
+from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline, Shard, Stats
+from engine.replay import replay
+from engine.shards import replay_sharded
 from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology, load_topology
 from engine.topology_load import TopologyError, read_spec
@@ -119,10 +121,22 @@ def new_pipeline(parts: EngineParts) -> Pipeline:
                     miswired=parts.miswired)
 
 
-def new_detect_stage(parts: EngineParts, source: str) -> DetectStage:
-    """Stage 1 for one source (a worker: one telemetry partition)."""
+def replay_with(parts: EngineParts, files: list[Path], *, shards: int = 1, speed: float | None = None,
+                **kw) -> Stats:
+    """`files` replayed through the engine `parts` make (engine/replay.py's keywords: sink,
+    rejects_path, progress, on_file_error): in this process, or, when `shards` > 1 and the
+    replay is not paced, on that many processes with the same incidents (engine/shards.py)."""
+    if shards > 1 and not speed:
+        names = [f"shard{k}" for k in range(shards)]
+        return replay_sharded(lambda source, shard: new_detect_stage(parts, source, shard),
+                              new_correlate_stage(parts, names), files, shards=shards, roles=parts.roles, **kw)
+    return replay(new_pipeline(parts), files, speed=speed, **kw)
+
+
+def new_detect_stage(parts: EngineParts, source: str, shard: Shard | None = None) -> DetectStage:
+    """Stage 1 for one source (a worker: one telemetry partition; a replay shard)."""
     return DetectStage(rules=parts.rules, roles=parts.roles, config=parts.config, source=source,
-                       scorer=parts.scorer(), mappings=parts.mappings)
+                       scorer=parts.scorer(), mappings=parts.mappings, shard=shard)
 
 
 def new_correlate_stage(parts: EngineParts, sources: Iterable[str]) -> CorrelateStage:

@@ -9,6 +9,7 @@ of hosts and stage 2 on the symptoms topic. Neither stage knows how it is fed.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable
@@ -127,13 +128,68 @@ def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
     return StageEvent(JOB, tick, source, job=job)
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count` of a fabric's devices: which devices' records a stage
+    detects on when several stages read the same lines (`engine/shards.py`). A device is
+    in one shard (`assigned`, else crc32 of its name); records without a host, and job
+    records, are in shard 0. A rule's entity always holds the record's `{host}` (rules/loader.py), so
+    every symptom comes from one device's records and no two shards raise the same one."""
+
+    index: int
+    count: int
+    assigned: dict[str, int] = field(default_factory=dict)  # device -> shard (others: crc32)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"shard {self.index} of {self.count} does not exist")
+
+    @staticmethod
+    def balance(roles: dict[str, str], count: int) -> dict[str, int]:
+        """The topology's devices dealt round-robin within each role (sorted by name), so
+        that each shard has about as many spines, leaves, hosts and storage hosts, and as
+        many records, as every other."""
+        by_role: dict[str, list[str]] = {}
+        for device, role in roles.items():
+            by_role.setdefault(role, []).append(device)
+        out, k = {}, 0
+        for role in sorted(by_role):
+            for device in sorted(by_role[role]):
+                out[device] = k % count
+                k += 1
+        return out
+
+    def owner(self) -> Callable[[Metric], bool]:
+        """The test of a record's device, memoised per device."""
+        index, count = self.index, self.count
+        memo = {device: k == index for device, k in self.assigned.items()}
+
+        def mine(m: Metric) -> bool:
+            host = m.tags.get("host")
+            if host is None or m.name == JOB_MEASUREMENT:
+                return index == 0
+            own = memo.get(host)
+            if own is None:
+                own = memo[host] = zlib.crc32(host.encode()) % count == index
+            return own
+        return mine
+
+
 class DetectStage:
-    """Stage 1. Feed lines; take events and rejects."""
+    """Stage 1. Feed lines; take events and rejects.
+
+    With a `shard`, the stage reads every line as a whole stage would (parsing, mapping,
+    ordering, ticks: its watermark and its ticks are the whole input's) but detects only on
+    its shard's devices; the counts of what it read (records, rejects, duplicates) are then
+    the whole input's, those of what it detected on (symptoms, ignored measurements and
+    fields, counter resets) its shard's."""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
                  source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None,
-                 mappings: MappingSet | None = None):
+                 mappings: MappingSet | None = None, shard: Shard | None = None):
         self.config = config
+        self.shard = shard
+        self._mine = shard.owner() if shard is not None else None
         self.mappings = default_mappings() if mappings is None else mappings
         self.source = source
         self.stats = stats or Stats()
@@ -175,7 +231,8 @@ class DetectStage:
 
     def _process(self, metrics: list[Metric]) -> None:
         known, stats, unknown = self._known_fields, self.stats, self._unknown_fields
-        process = self.detector.process
+        detector = self.detector
+        process, mine = detector.process, self._mine
         tick = self.config.tick_s
         next_tick = self._next_tick
         ignored = 0
@@ -186,6 +243,10 @@ class DetectStage:
             elif ts >= next_tick:
                 self._tick(ts // tick * tick)
                 next_tick = self._next_tick
+            if mine is not None and not mine(m):
+                if ts > detector.clock:  # (another shard's device: its time is the input's time)
+                    detector.clock = ts
+                continue
             fields = known.get(m.name)
             if fields is None:
                 if m.name == JOB_MEASUREMENT:

@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from compose import EngineSettings, build_engine, new_pipeline
+from compose import EngineSettings, build_engine, replay_with
 from compose.engine import load_models
 from engine.jobs import JobBook
 from engine.pipeline import EngineConfig, Stats
-from engine.replay import replay
 from engine.topology import load_topology
 
 _LOADED: dict[Path, object] = {}
@@ -61,21 +60,23 @@ def scenario_settings(folder: Path, *, rule_files: list[Path] | None = None,
 
 
 def replay_scenario(folder: Path, *, rule_files: list[Path] | None = None, models_dir: Path | None = None,
-                    models=None, config: EngineConfig = EngineConfig()) -> tuple[dict, list[dict], Stats]:
+                    models=None, config: EngineConfig = EngineConfig(),
+                    shards: int = 1) -> tuple[dict, list[dict], Stats]:
     """Replay one generated scenario in memory: (truth, final incidents, stats). Anomaly
-    models come loaded (`models`) or from a folder (`models_dir`); neither: rules only."""
+    models come loaded (`models`) or from a folder (`models_dir`); neither: rules only.
+    `shards` > 1 detects on that many processes (engine/shards.py), as `replay` does."""
     files = scenario_files(folder)
     if models is None and models_dir is not None:
         models = scenario_models(models_dir, json.loads(files["truth"].read_text()))
     settings = scenario_settings(folder, rule_files=rule_files, config=config)
-    pipeline = new_pipeline(build_engine(settings, models=models))
+    parts = build_engine(settings, models=models)
     latest: dict[str, dict] = {}
 
     def sink(changes: list[dict]) -> None:
         for inc in changes:
             latest[inc["id"]] = inc
 
-    stats = replay(pipeline, [files["telemetry"]], sink=sink)
+    stats = replay_with(parts, [files["telemetry"]], shards=shards, sink=sink)
     truth = json.loads(files["truth"].read_text())
     return truth, sorted(latest.values(), key=lambda i: (i["opened_at"], i["id"])), stats
 

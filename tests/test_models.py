@@ -250,6 +250,17 @@ def test_replay_with_models_finds_the_fault_and_nothing_else(trained, scenario_d
     assert (top["cause"], top["entity"]["id"]) == (truth["faults"][0]["cause"], truth["faults"][0]["entity"]["id"])
 
 
+def test_replay_with_models_on_two_processes_is_the_one_process_replay(trained, scenario_dir):
+    # Each shard scores its own devices with a scorer of its own (engine/shards.py): the
+    # scorer's state is per entity, so the shards' symptoms are the one scorer's.
+    folder_models, _, _ = trained
+    folder = scenario_dir("storage_slow", seed=12, duration=300, intensity="weak")
+    _, one, one_stats = replay_scenario(folder, models_dir=folder_models)
+    _, two, two_stats = replay_scenario(folder, models_dir=folder_models, shards=2)
+    assert one and two == one
+    assert two_stats.summary() == one_stats.summary()
+
+
 def test_a_restored_stage_with_models_continues_exactly(trained, scenario_dir):
     _, models, _ = trained
     files = scenario_files(scenario_dir("storage_slow", seed=12, duration=300, intensity="weak"))

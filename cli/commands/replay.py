@@ -1,6 +1,7 @@
 """`fabric-rca replay`: recorded telemetry through the engine into the store, or onto Kafka."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -17,6 +18,10 @@ def add(sub) -> None:
     add_engine_arguments(r, from_env=False, required=("--topology",))
     r.add_argument("--db", help=DB_HELP)
     r.add_argument("--speed", type=positive, help="pace event time at N times real time (default: as fast as possible)")
+    r.add_argument("--shards", type=shard_count, default=None, metavar="N",
+                   help="detect on N processes, each taking a share of the devices, with the same incidents "
+                        "(default: one per usable core, at most 4; 1: all in this process; a paced replay, --speed, "
+                        "runs in this process)")
     r.add_argument("--rejects", type=Path, default=Path("rejects.jsonl"), help="where unreadable records go")
     r.add_argument("--to-kafka", metavar="HOST:PORT", help="publish to Kafka (keyed by host) instead of diagnosing in-process")
     r.add_argument("--topic", default="fabric.telemetry", help="telemetry topic for --to-kafka")
@@ -26,6 +31,16 @@ def add(sub) -> None:
     add_notify_arguments(r)
     kafka_security_arguments(r)
     r.set_defaults(fn=run)
+
+
+def shard_count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 64, got {text!r}")
+    return n
 
 
 def run(args) -> int:
@@ -38,8 +53,8 @@ def run(args) -> int:
     from cli.run import failed_files_line, failure_dict, replay_exit_code
     from api.maintenance import StoreWindows
     from cli.notify_flags import notifier_from
-    from compose import build_engine, new_pipeline
-    from engine.replay import replay
+    from compose import build_engine, replay_with
+    from engine.shards import default_shards
 
     parts = build_engine(engine_settings(args))
     url = db_url(args)
@@ -47,16 +62,16 @@ def run(args) -> int:
     sink = StoreSink(url, topology=parts.topology.to_dict(), notifier=notifier)
     windows = StoreWindows(engine=sink.engine)  # the store's windows mark incidents as they are published
     parts = dataclasses.replace(parts, maintenance=windows)
-    pipeline = new_pipeline(parts)
     if parts.models is not None and not args.quiet:
         print(f"anomaly models from {args.models}: {parts.models.describe()}", file=sys.stderr)
     progress = Progress(enabled=False if args.quiet else None)
     failures: list = []  # files that broke part-way (engine.replay.FileFailure): reported, then exit 1
-    stats = replay(pipeline, args.files, sink=sink.write, speed=args.speed, rejects_path=args.rejects,
-                   progress=progress, on_file_error=failures.append)
+    shards = args.shards or default_shards()
+    stats = replay_with(parts, args.files, shards=shards, speed=args.speed, sink=sink.write, rejects_path=args.rejects,
+                        progress=progress, on_file_error=failures.append)
     progress.done()
     windows.close()
-    summary = stats.summary() | {"db": redacted_url(url), "rejects_file": str(args.rejects) if stats.rejects else None,
+    summary = stats.summary() | {"shards": 1 if args.speed else shards, "db": redacted_url(url), "rejects_file": str(args.rejects) if stats.rejects else None,
                                  "failed_files": [failure_dict(f) for f in failures]}
     if parts.cabling is not None:  # --lldp: how the survey's cabling compares (miswired links are incidents)
         summary["cabling"] = parts.cabling.summary

@@ -1,0 +1,191 @@
+"""Replay on several processes (engine/shards.py) gives what one process gives.
+
+Each shard reads every line and detects on its own devices; the parent correlates. The
+reference is the one-process replay of the same files: the same incidents (every field,
+ids included), the same counts, the same rejects file, and a broken file or a failing
+child said as clearly as one process says it.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from compose import EngineSettings, build_engine, new_correlate_stage, new_detect_stage, replay_with
+from contract.measurements import JOB_MEASUREMENT
+from engine.pipeline import Shard
+from engine.replay import ReplayError
+from engine.shards import merge_stats, replay_sharded
+from engine.topology import load_topology
+from engine.types import Metric
+from evaluation.scenarios import replay_scenario
+from sim.split import SplitEntry, build, entries
+
+
+def _tune(name: str) -> SplitEntry:
+    return next(e for e in entries("tune") if e.name == name)
+
+
+@pytest.fixture(scope="module")
+def tune_runs(tmp_path_factory):
+    """Two runs of the tune split (the realism layer: jitter, late and duplicate records,
+    skew, collector gaps): a dead switch (its silence is found by the shard that owns it,
+    on the input's clock) and a noisy job (job records and cross-device correlation)."""
+    out = {}
+    for name in ("device_down-0", "noisy_neighbor-0"):
+        folder = tmp_path_factory.mktemp(name)
+        build(_tune(name), out=folder, split="tune")
+        out[name] = folder
+    return out
+
+
+def _same(folder: Path, shards: int) -> None:
+    truth, one, one_stats = replay_scenario(folder)
+    _, many, many_stats = replay_scenario(folder, shards=shards)
+    assert one, "the reference found no incident: the comparison would prove little"
+    assert many == one
+    assert many_stats.summary() == one_stats.summary()
+
+
+@pytest.mark.parametrize("name", ["device_down-0", "noisy_neighbor-0"])
+@pytest.mark.parametrize("shards", [2, 3])
+def test_sharded_replay_of_a_realistic_run_is_the_one_process_replay(tune_runs, name, shards):
+    _same(tune_runs[name], shards)
+
+
+def test_sharded_replay_of_a_pause_storm_is_the_one_process_replay(scenario_dir):
+    _same(scenario_dir("pfc_storm"), 2)
+
+
+def _parts(folder: Path):
+    return build_engine(EngineSettings(jobs_file=folder / "jobs.jsonl"), topology=load_topology(folder / "topology.dot"))
+
+
+def _with_bad_lines(folder: Path, tmp_path: Path) -> Path:
+    """The run's telemetry with a broken line, a record of an unknown measurement, a
+    duplicate and a record far behind its series, spread through the file."""
+    lines = gzip.open(folder / "telemetry.jsonl.gz", "rb").read().splitlines()
+    mid = len(lines) // 2
+    first = json.loads(lines[mid - 100])
+    ts = first["timestamp"]
+    unit = next(u for bound, u in ((1e17, 1e9), (1e14, 1e6), (1e11, 1e3), (0, 1)) if ts > bound)  # (ns ... s)
+    old = dict(first, timestamp=ts - 600 * unit)
+    odd = dict(first, name="thermal", fields={"celsius": 40})
+    out = lines[:mid] + [b"{not json", json.dumps(odd).encode(), lines[mid - 50], json.dumps(old).encode()] + lines[mid:]
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"\n".join(out) + b"\n")
+    return path
+
+
+def _run(parts, files, shards, rejects):
+    latest: dict[str, dict] = {}
+    stats = replay_with(parts, files, shards=shards, rejects_path=rejects,
+                        sink=lambda ch: latest.update((i["id"], i) for i in ch))
+    return sorted(latest.values(), key=lambda i: i["id"]), stats
+
+
+def test_rejects_and_counts_are_those_of_one_process(scenario_dir, tmp_path):
+    folder = scenario_dir("pfc_storm")
+    path = _with_bad_lines(folder, tmp_path)
+    parts = _parts(folder)
+    one, one_stats = _run(parts, [path], 1, tmp_path / "one.jsonl")
+    many, many_stats = _run(parts, [path], 2, tmp_path / "many.jsonl")
+    assert many == one
+    summary = one_stats.summary()
+    assert summary["rejected"] >= 2 and summary["duplicates"] >= 1 and summary["ignored_measurements"] == {"thermal": 1}
+    assert many_stats.summary() == summary
+    assert (tmp_path / "many.jsonl").read_text() == (tmp_path / "one.jsonl").read_text()
+
+
+def test_a_broken_file_is_reported_once_and_its_good_lines_used(scenario_dir, tmp_path):
+    folder = scenario_dir("pfc_storm")
+    whole = (folder / "telemetry.jsonl.gz").read_bytes()
+    broken = tmp_path / "cut.jsonl.gz"
+    broken.write_bytes(whole[: len(whole) // 2])
+    parts = _parts(folder)
+    told: list = []
+    latest: dict = {}
+    stats = replay_with(parts, [broken, folder / "telemetry.jsonl.gz"], shards=2, on_file_error=told.append,
+                        sink=lambda ch: latest.update((i["id"], i) for i in ch))
+    assert [f.path for f in told] == [broken]
+    assert stats.records > 0 and latest
+    with pytest.raises(ReplayError, match="1 of 2 file"):
+        replay_with(parts, [broken, folder / "telemetry.jsonl.gz"], shards=2, sink=lambda ch: None)
+
+
+def _parts_and_stage(folder):
+    parts = _parts(folder)
+    return parts, new_correlate_stage(parts, ["shard0", "shard1"])
+
+
+def test_a_failing_shard_ends_the_replay_with_its_traceback(scenario_dir):
+    folder = scenario_dir("pfc_storm")
+    parts, correlate = _parts_and_stage(folder)
+
+    def make(source, shard):
+        if shard.index == 1:
+            raise RuntimeError("no stage for you")
+        return new_detect_stage(parts, source, shard)
+
+    with pytest.raises(ReplayError, match="(?s)replay shard 1 of 2 failed.*RuntimeError: no stage for you"):
+        replay_sharded(make, correlate, [folder / "telemetry.jsonl.gz"], shards=2, sink=lambda ch: None)
+
+
+def test_a_shard_that_dies_ends_the_replay_with_its_exit_code(scenario_dir):
+    folder = scenario_dir("pfc_storm")
+    parts, correlate = _parts_and_stage(folder)
+
+    def make(source, shard):
+        if shard.index == 0:
+            os._exit(9)
+        return new_detect_stage(parts, source, shard)
+
+    with pytest.raises(ReplayError, match="replay shard 0 of 2 ended without finishing \\(exit code 9\\)"):
+        replay_sharded(make, correlate, [folder / "telemetry.jsonl.gz"], shards=2, sink=lambda ch: None)
+
+
+def test_the_correlate_stage_must_wait_for_every_shard(scenario_dir):
+    folder = scenario_dir("pfc_storm")
+    parts = _parts(folder)
+    with pytest.raises(ValueError, match="must wait for"):
+        replay_sharded(lambda s, sh: new_detect_stage(parts, s, sh), new_correlate_stage(parts, ["shard0"]),
+                       [folder / "telemetry.jsonl.gz"], shards=2, sink=lambda ch: None)
+
+
+def _m(host: str | None, name: str = "nic_port") -> Metric:
+    return Metric(name, {"host": host} if host is not None else {}, {}, 0.0)
+
+
+def test_every_device_is_in_exactly_one_shard_and_the_rest_in_shard_0():
+    roles = {f"gpu{i:03d}": "host" for i in range(10)} | {"leaf01": "leaf", "leaf02": "leaf", "spine01": "spine"}
+    assigned = Shard.balance(roles, 3)
+    owners = [Shard(k, 3, assigned).owner() for k in range(3)]
+    for device in [*roles, "not-in-topology", "x"]:
+        assert sum(own(_m(device)) for own in owners) == 1
+    assert [own(_m(None)) for own in owners] == [True, False, False]
+    assert [own(_m("gpu001", JOB_MEASUREMENT)) for own in owners] == [True, False, False]
+    per_shard = [sum(1 for d in roles if assigned[d] == k) for k in range(3)]
+    assert max(per_shard) - min(per_shard) <= 1
+    hosts = [sum(1 for d, r in roles.items() if r == "host" and assigned[d] == k) for k in range(3)]
+    assert max(hosts) - min(hosts) <= 1
+    with pytest.raises(ValueError, match="shard 3 of 3"):
+        Shard(3, 3)
+
+
+def test_merged_counts_take_what_was_read_once_and_sum_what_was_detected():
+    from engine.pipeline import Stats
+
+    class _C:
+        class correlator:
+            opened, resolved, reopened = 4, 3, 1
+    a = Stats(records=100, lines=90, symptoms=2, ignored_fields=1)
+    a.ignored_measurements["x"] = 1
+    b = Stats(records=100, lines=90, symptoms=5, ignored_fields=2)
+    b.ignored_measurements["y"] = 2
+    out = merge_stats([a, b], _C())
+    assert (out.records, out.lines, out.symptoms, out.ignored_fields) == (100, 90, 7, 3)
+    assert out.ignored_measurements == {"x": 1, "y": 2}
+    assert (out.incidents_opened, out.incidents_resolved, out.incidents_reopened) == (4, 3, 1)
