@@ -18,7 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.kafka_report import FABRIC, TARGET_RATE, _median, _secs, messages
-from bench.replay_throughput import write_line_protocol, write_section
+from bench.doc import write_section
+from bench.replay_throughput import write_line_protocol
 
 RUNS = (("1 worker, contract names (JSON)", "json"), ("1 worker, nic_port as inputs.ethtool (mapped)", "mapped"))
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.replay_throughput import write_section
+from bench.doc import median_run as _median, write_section
 
 # Half of replay_throughput's fabric, so one run stays near two minutes on 2 cores.
 # (Snapshots are compressed and may reach 16 MiB, so larger fabrics checkpoint too.)
@@ -43,11 +43,6 @@ def messages(stats) -> int:
     """Telemetry messages published (a batch of metrics is one; older publishers sent one
     metric a message and did not count messages)."""
     return getattr(stats, "messages", stats.records + stats.jobs) - stats.jobs
-
-
-def _median(runs: list[dict]) -> dict:
-    """The run of median duration (of an even number, the slower middle one)."""
-    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
 
 
 def _secs(s: float) -> str:
