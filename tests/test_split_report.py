@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contract.times import rfc3339
-from evaluation.split_report import Cell, accuracy_doc, cells, interval_totals, run_score
+from evaluation.split_report import Cell, accuracy_doc, cells, gray_by_interval, interval_totals, run_score
 
 T0 = 1_764_400_000.0
 FLAP = {"cause": "link_flap", "entity": {"kind": "link", "id": "a:1--b:1"}, "start": T0 + 120,
@@ -132,3 +132,17 @@ def test_an_intervals_abrupt_delay_leaves_gray_and_gradual_faults_out_and_is_giv
     assert ten.delay_median == 200.0 and ten.abrupt_delay == 40.0
     doc = accuracy_doc([run_score(_truth("three-10s", 10, faults), incs, 10)], split="tune", seconds=1.0)
     assert "| 200 | 40.00 | 4.00 |" in doc
+
+
+def test_gray_delay_is_given_per_sample_interval():
+    """Issue 12's gray target is at 1 s sampling: a gray fault found 30 s late at 1 s and
+    one found 300 s late at 30 s are two medians, not one of 165 s."""
+    def gray(entity):
+        return {"cause": "nic_degraded", "entity": {"kind": "x", "id": entity}, "start": T0 + 100,
+                "end": T0 + 900, "affected_jobs": [], "onset": "gradual", "gray": True}
+    runs = [run_score(_truth("g-1s", 1, [gray("h:1")]), [_inc(1, "nic_degraded", "h:1", 128)], 10),
+            run_score(_truth("g-30s", 30, [gray("h:2")]), [_inc(2, "nic_degraded", "h:2", 398)], 10)]
+    line = gray_by_interval(runs)
+    assert line == ("Gray failures per sample interval: 1 s: 1 faults, recall 1.00, median 30.00 s; "
+                    "30 s: 1 faults, recall 1.00, median 300 s.")
+    assert line in accuracy_doc(runs, split="tune", seconds=1.0)
