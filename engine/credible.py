@@ -30,7 +30,9 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
   (`link_flap`), a NIC's or switch's pause-storm watchdog.
 - **loud**: a rule may say its symptom is loud evidence (`at_once: true`: a NIC sending
   pause a quarter of every second, I/O latency ten times a healthy target's: orders of
-  magnitude above the few pause frames and the modest scrubbing of section 8); the cause
+  magnitude above the few pause frames and the modest scrubbing of section 8; a busy
+  egress that marks and drops for 3 s on end, where collective phases mark without
+  loss); the cause
   it points at is credible as soon as it is raised, the rule's own `for_s` being the
   wait, so the verdict holds at every interval. Not for congestion on a switch-to-switch
   link, which waits for attribution whatever its loss.

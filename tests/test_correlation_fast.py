@@ -22,6 +22,7 @@ KINDS.update({
     "port_admin_down": ("admin_down", "maintenance", "interface", 0.1),
     "storage_latency_loud": ("storage_latency", "storage", "storage", 0.7),
     "nic_pfc_tx_loud": ("pfc_pause_tx", "pfc", "interface", 0.7),
+    "port_congested_lossy": ("wred_drops", "congestion", "interface", 0.6),
 })
 LOUD = CorrelateStage(topology=TOPO, rules=RULES).correlator.config  # as the stage builds it from the rules
 
@@ -64,7 +65,7 @@ def test_frames_lost_at_both_ends_of_an_uplink_are_published_at_once_at_one_end_
 # --- loud rules (at_once): credible once the rule's own for_s is met -------------------------
 
 def test_the_rules_loud_evidence_reaches_the_correlators_persistence():
-    assert {"nic_pfc_tx_loud", "storage_latency_loud"} <= LOUD.persistence.loud_rules
+    assert {"nic_pfc_tx_loud", "storage_latency_loud", "port_congested_lossy"} <= LOUD.persistence.loud_rules
     assert LOUD.persistence.loud_rules == RULES.loud
 
 
@@ -82,6 +83,20 @@ def test_a_nic_pausing_at_line_rate_is_a_storm_at_once():
     assert detected(only(published)) <= 13
     _, published = run(episode("nic_pfc_tx", "gpu3:eth0", 10, 15), until=120, config=LOUD)
     assert published == {}
+
+
+def test_a_busy_egress_marking_and_dropping_is_congestion_at_once_marks_alone_wait_their_10_s():
+    lossy = episode("port_congested_lossy", "leaf1:swp1", 10, 60) + episode("port_ecn_marking", "leaf1:swp1", 10, 60)
+    _, published = run(lossy, until=120, config=LOUD)
+    assert tops(published) == [("congestion", "leaf1:swp1")]
+    assert detected(only(published)) <= 13
+    _, published = run(episode("port_ecn_marking", "leaf1:swp1", 10, 16), until=120, config=LOUD)
+    assert published == {}  # 6 s of marks without loss: a collective phase
+
+
+def test_marks_and_loss_on_a_switch_to_switch_link_still_wait_for_attribution():
+    _, published = run(episode("port_congested_lossy", "leaf1:swp51", 10, 25), until=120, config=LOUD)
+    assert published == {}  # 15 s: shared_congestion_s is 20
 
 
 def test_loud_congestion_on_a_shared_link_still_waits_for_attribution():
