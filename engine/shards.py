@@ -23,6 +23,7 @@ one that dies (killed, out of memory) ends it with its exit code.
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import time
@@ -54,7 +55,10 @@ def usable_cores() -> int:
 
 def default_shards() -> int:
     """Shards for a replay that runs as fast as it can: one per usable core, at most 4
-    (each shard parses every line: beyond a few, more shards mostly parse)."""
+    (each shard parses every line: beyond a few, more shards mostly parse); 1 where
+    processes cannot be forked (the shards inherit the loaded parts by fork)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
     return max(1, min(4, usable_cores()))
 
 
@@ -72,6 +76,7 @@ def _run_shard(make_stage: Callable[[str, Shard], DetectStage], files: list[Path
     failures (shard 0) and progress to the parent; its Stats at the end."""
     try:
         stage = make_stage(f"shard{shard.index}", shard)
+        gc.freeze()  # (its stage outlives the replay: as engine.replay.replay does)
         feed, first = stage.feed, shard.index == 0
         events: list = []
         rejects: list = []
@@ -204,7 +209,12 @@ def replay_sharded(
     rejects = RejectWriter(rejects_path)
     failures: list[FileFailure] = []
     out = _Outbox(sink, batch, progress, correlate, shards)
-    children = _Children(make_stage, files, shards, Shard.balance(roles or {}, shards))
+    gc.freeze()  # what exists now outlives the replay (engine.replay.replay), and the children share its pages
+    try:
+        children = _Children(make_stage, files, shards, Shard.balance(roles or {}, shards))
+    except BaseException:
+        gc.unfreeze()
+        raise
     try:
         for k, msg in children.messages():
             if msg[0] == "batch":
@@ -223,6 +233,7 @@ def replay_sharded(
         correlate.advance()  # (every shard ended on the same tick: the input's last)
         out.collect(final=True)
     finally:
+        gc.unfreeze()
         rejects.close()
         children.close()
     stats = merge_stats([children.done[k] for k in range(shards)], correlate)

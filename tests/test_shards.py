@@ -189,3 +189,41 @@ def test_merged_counts_take_what_was_read_once_and_sum_what_was_detected():
     assert (out.records, out.lines, out.symptoms, out.ignored_fields) == (100, 90, 7, 3)
     assert out.ignored_measurements == {"x": 1, "y": 2}
     assert (out.incidents_opened, out.incidents_resolved, out.incidents_reopened) == (4, 3, 1)
+
+
+def test_the_default_is_one_shard_per_usable_core_at_most_4_and_1_without_fork(monkeypatch):
+    import engine.shards as shards
+
+    monkeypatch.setattr(shards, "usable_cores", lambda: 16)
+    assert shards.default_shards() == 4
+    monkeypatch.setattr(shards, "usable_cores", lambda: 2)
+    assert shards.default_shards() == 2
+    monkeypatch.setattr(shards.multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert shards.default_shards() == 1
+
+
+def test_the_replay_command_on_two_shards_stores_what_one_process_stores(scenario_dir, tmp_path, capsys):
+    from cli.main import main
+    from testkit.store import stored_incidents
+
+    folder = scenario_dir("pfc_storm")
+    runs = {}
+    for n in ("1", "2"):
+        db = f"sqlite:///{tmp_path / f'r{n}.db'}"
+        code = main(["replay", str(folder / "telemetry.jsonl.gz"), "--topology", str(folder / "topology.dot"),
+                     "--jobs", str(folder / "jobs.jsonl"), "--db", db, "--rejects", str(tmp_path / f"rej{n}.jsonl"),
+                     "--shards", n, "--json", "--quiet"])
+        assert code == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["shards"] == int(n)
+        runs[n] = (stored_incidents(db), {k: v for k, v in summary.items() if k not in ("shards", "db", "rejects_file")})
+    assert runs["1"][0] and runs["2"] == runs["1"]
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "65"])
+def test_a_bad_shard_count_is_refused_by_name(tmp_path, capsys, bad):
+    from cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["replay", "x.jsonl", "--topology", "t.dot", "--shards", bad])
+    assert "--shards: must be a whole number from 1 to 64" in capsys.readouterr().err
