@@ -136,7 +136,8 @@ def replay_with(parts: EngineParts, files: list[Path], *, shards: int = 1, speed
 def new_detect_stage(parts: EngineParts, source: str, shard: Shard | None = None) -> DetectStage:
     """Stage 1 for one source (a worker: one telemetry partition; a replay shard)."""
     return DetectStage(rules=parts.rules, roles=parts.roles, config=parts.config, source=source,
-                       scorer=parts.scorer(), mappings=parts.mappings, shard=shard)
+                       scorer=parts.scorer(), mappings=parts.mappings, shard=shard,
+                       interfaces=parts.topology.cabled_interfaces())
 
 
 def new_correlate_stage(parts: EngineParts, sources: Iterable[str]) -> CorrelateStage:

@@ -66,6 +66,7 @@ class Detector:
     silent: dict[str, Symptom] = field(default_factory=dict)
     clock: float = float("-inf")  # newest event time processed
     unresolved_entities: int = 0
+    unresolved_example: str | None = None  # the first hit that resolved to no entity (not checkpointed)
     _rules_of: dict[str, Rule] = field(default_factory=dict)
     _templates: dict[str, list] = field(default_factory=dict)
     # measurement -> (its compiled features and rule checks, its level rules or None)
@@ -236,6 +237,7 @@ class Detector:
             self._restart_levels(metric, metric.ts - down.start if down is not None else 0.0)
         if eid is None:
             self.unresolved_entities += 1
+            self.unresolved_example = self.unresolved_example or f"rule {rule.id} ({rule.entity}) on {metric.series}"
             return None
         ts = metric.ts
         key = (rule.id, eid)

@@ -199,6 +199,11 @@ class FeatureExtractor:
         """Counter values that were strings or booleans: no rate, never silently used."""
         return self._tally[0]
 
+    @property
+    def non_numeric_example(self) -> str | None:
+        """`measurement.counter` of the first value that was not a number (None: none yet)."""
+        return self._tally[1] if len(self._tally) > 1 else None
+
     def __post_init__(self) -> None:
         self._compute = {m: self.compile(m) for m in self.plans}
         self._fresh = {m: (NOT_YET,) * len(p.counters) for m, p in self.plans.items() if p.counters}

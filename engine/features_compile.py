@@ -185,6 +185,7 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
             f"            {r} = None",
             "    else:",  # not a number (a string, a boolean): no rate, the previous value kept, counted
             "        st.tally[0] += 1",
+            f"        if len(st.tally) == 1: st.tally.append({measurement + '.' + c!r})",  # (an example)
             f"        {r} = None",
             f"        {x} = {o}",
             "        keep = True",

@@ -32,6 +32,20 @@ from rules.schema import RuleSet
 
 
 
+UNJUDGED = "?"  # a series' place in the topology not judged yet (restored: _count_unplaced judges it)
+
+# Reasons a record (or a part of one) was read and not used, each counted with an example
+# in Stats.unused, the replay summary's "unused" and the worker's fabric_rca_unused_total.
+UNUSED = {
+    "unknown_measurement": "a measurement no rule or mapping knows (ignored)",
+    "unknown_field": "a field its measurement does not have (ignored)",
+    "non_numeric_field": "a counter sent as a string or boolean (no rate)",
+    "unknown_device": "a record of a device the topology does not name (detected on, placed nowhere)",
+    "unknown_interface": "a record of an interface the topology does not cable",
+    "unresolved_hit": "a rule hit whose entity template found no value in the record (no symptom)",
+}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     lateness_s: float = 5.0  # release delay behind the fleet's time, and the least lateness of any series
@@ -73,6 +87,17 @@ class Stats:
     incidents_resolved: int = 0
     incidents_reopened: int = 0  # resolved incidents whose fault came back (engine/reopen.py)
     watermark: float | None = None
+    # What was read and not used, by reason (UNUSED): reason -> [count, an example]. Counts
+    # since the process started (not checkpointed); the records are still read as far as
+    # they can be (a device not in the topology is still detected on).
+    unused: dict = field(default_factory=dict)
+
+    def note_unused(self, reason: str, n: int, example: str) -> None:
+        entry = self.unused.get(reason)
+        if entry is None:
+            self.unused[reason] = [n, example]
+        else:
+            entry[0] += n
 
     def summary(self) -> dict:
         return {
@@ -96,6 +121,8 @@ class Stats:
             "incidents_opened": self.incidents_opened,
             "incidents_resolved": self.incidents_resolved,
             "incidents_reopened": self.incidents_reopened,
+            "unused": {reason: {"count": n, "example": example}
+                       for reason, (n, example) in sorted(self.unused.items()) if n},
         }
 
     def snapshot(self) -> StatsState:
@@ -108,8 +135,8 @@ class Stats:
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
         for f in dataclasses.fields(self):
-            if f.name in ("mapped", "superseded", "incidents_reopened"):  # (not in the checkpoint format: counted again from the restore)
-                setattr(self, f.name, Counter() if f.name == "mapped" else 0)
+            if f.name in ("mapped", "superseded", "incidents_reopened", "unused"):  # (not in the checkpoint format:
+                setattr(self, f.name, Counter() if f.name == "mapped" else {} if f.name == "unused" else 0)  # counted again)
                 continue
             value = getattr(state, f.name)
             if f.name == "clock_suspects":
@@ -186,9 +213,14 @@ class DetectStage:
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
                  source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None,
-                 mappings: MappingSet | None = None, shard: Shard | None = None):
+                 mappings: MappingSet | None = None, shard: Shard | None = None,
+                 interfaces: frozenset[str] | None = None):
+        # `interfaces`: the topology's cabled interfaces ("device:interface"), to count
+        # records of others as unused (None: not checked); `roles` names its devices.
         self.config = config
         self.shard = shard
+        self._roles = roles
+        self._interfaces = interfaces
         self._mine = shard.owner() if shard is not None else None
         self.mappings = default_mappings() if mappings is None else mappings
         self.source = source
@@ -198,7 +230,7 @@ class DetectStage:
         self.detector = Detector(rules, roles, scorer=scorer, interval_of=self.reorder.interval)
         self._parse = Parser().parse_line  # the stage owns its parser's memo of checked tags
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
-        self._unknown_fields: dict[str, tuple[int, int]] = {}
+        self._unknown_fields: dict[str, tuple[int, int, str]] = {}  # series -> _series_check
         self._next_tick: float | None = None
         self._told: dict[str, float] = {}  # active symptom key -> the last sign it was sent with
         self._events: list[StageEvent] = []
@@ -253,16 +285,47 @@ class DetectStage:
                     self._job(m)
                 else:
                     stats.ignored_measurements[m.name] += 1
+                    stats.note_unused("unknown_measurement", 1, m.name)
                 continue
             # Unknown fields are counted; a series keeps its field set, so the set
-            # difference is worked out again only when the number of fields changes.
+            # difference is worked out again only when the number of fields changes
+            # (with whether its device and interface are in the topology: `_series_check`).
             n = len(m.fields)
             seen = unknown.get(m.series)
             if seen is None or seen[0] != n:
-                seen = unknown[m.series] = (n, len(m.fields.keys() - fields))
+                seen = unknown[m.series] = self._series_check(m, n, fields)
+            if seen[2]:
+                self._count_unplaced(m, seen[2])
             ignored += seen[1]
             process(m)
         stats.ignored_fields += ignored
+
+    def _series_check(self, m: Metric, n: int, fields: frozenset) -> tuple[int, int, str]:
+        """(fields, unknown fields, the unused reason of its place or "") of a series."""
+        extra = m.fields.keys() - fields
+        if extra:
+            self.stats.note_unused("unknown_field", 0, f"{m.name}.{min(extra)}")
+        return n, len(extra), self._place(m)
+
+    def _place(self, m: Metric) -> str:
+        """The unused reason of a record's place in the topology, or "" (in it)."""
+        host = m.tags["host"]
+        if self._roles and host not in self._roles:
+            return "unknown_device"
+        if self._interfaces is not None and "interface" in m.tags \
+                and f"{host}:{m.tags['interface']}" not in self._interfaces:
+            return "unknown_interface"
+        return ""
+
+    def _count_unplaced(self, m: Metric, reason: str) -> None:
+        if reason is UNJUDGED:  # a series restored from a checkpoint: its place is judged now
+            n, extra, _ = self._unknown_fields[m.series]
+            _, _, reason = self._unknown_fields[m.series] = (n, extra, self._place(m))
+            if not reason:
+                return
+        tags = m.tags
+        self.stats.note_unused(reason, 1, tags["host"] if reason == "unknown_device"
+                               else f"{tags['host']}:{tags['interface']}")
 
     def _map(self, metrics: list[Metric]) -> list[Metric]:
         """Records of measurements the contract does not know, converted by the mapping
@@ -307,7 +370,21 @@ class DetectStage:
         self.stats.watermark = now
         self.stats.counter_resets = self.detector.extractor.counter_resets
         self.stats.non_numeric_fields = self.detector.extractor.non_numeric
+        self._sync_unused()
         self.stats.superseded = self.detector.extractor.superseded
+
+    def _sync_unused(self) -> None:
+        """The unused counts kept where they arise (fields here, counters' values in the
+        extractor, entity templates in the detector) into `stats.unused`."""
+        st, ex, det = self.stats, self.detector.extractor, self.detector
+        for reason, n, example in (("unknown_field", st.ignored_fields, None),
+                                   ("non_numeric_field", ex.non_numeric, ex.non_numeric_example),
+                                   ("unresolved_hit", det.unresolved_entities, det.unresolved_example)):
+            if n:
+                entry = st.unused.setdefault(reason, [0, example or ""])
+                entry[0] = n
+                if example and not entry[1]:
+                    entry[1] = example
 
     def _refresh(self, now: float) -> None:
         """Symptoms are sent when they start and end; the correlator also needs to know
@@ -359,7 +436,7 @@ class DetectStage:
         the held records' tags and fields with the stage: encode it before feeding more."""
         d = self.detector
         return DetectCheckpoint(
-            stats=self.stats.snapshot(), reorder=self.reorder.snapshot(), unknown_fields=dict(self._unknown_fields),
+            stats=self.stats.snapshot(), reorder=self.reorder.snapshot(), unknown_fields={k: v[:2] for k, v in self._unknown_fields.items()},
             next_tick=self._next_tick, events=[event_to_wire(e) for e in self._events], rejected=list(self.rejected),
             detector=d.snapshot(), features=d.extractor.snapshot(),
             scorer=d.scorer.checkpoint() if d.scorer is not None else None, told=dict(self._told))
@@ -385,7 +462,9 @@ class DetectStage:
             d.scorer.resume(state.scorer)
         self.stats.restore(state.stats)
         self.reorder.restore(state.reorder)
-        self._unknown_fields, self._next_tick = dict(state.unknown_fields), state.next_tick
+        # (n, unknown fields) per series; its place in the topology is judged again at its next record
+        self._unknown_fields = {k: (n, extra, UNJUDGED) for k, (n, extra) in state.unknown_fields.items()}
+        self._next_tick = state.next_tick
         self._told = dict(state.told)
         self._events = [event_from_wire(e) for e in state.events]
         self.rejected = list(state.rejected)
@@ -528,7 +607,8 @@ class Pipeline:
                  mappings: MappingSet | None = None, maintenance: MaintenanceSource | None = None,
                  miswired: tuple[Miswiring, ...] = ()):
         roles = {d: topology.role(d) for d in topology.devices()}
-        self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer, mappings=mappings)
+        self.detect = DetectStage(rules=rules, roles=roles, config=config, scorer=scorer, mappings=mappings,
+                                  interfaces=topology.cabled_interfaces())
         self.correlate = CorrelateStage(topology=topology, rules=rules, jobs=jobs, config=config,
                                         opens_incident=scorer.opens_incident if scorer is not None else None,
                                         maintenance=maintenance, miswired=miswired)

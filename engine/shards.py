@@ -126,6 +126,13 @@ def merge_stats(shards: list[Stats], correlate: CorrelateStage) -> Stats:
         setattr(out, name, sum(getattr(s, name) for s in shards))
     for name in PER_SHARD_COUNTERS:
         setattr(out, name, sum((getattr(s, name) for s in shards), Counter()))
+    unused: dict = {}
+    for s in shards:  # (each shard's own records: counts add up, the first example stands)
+        for reason, (n, example) in s.unused.items():
+            entry = unused.setdefault(reason, [0, example])
+            entry[0] += n
+            entry[1] = entry[1] or example
+    out.unused = unused
     c = correlate.correlator
     out.incidents_opened, out.incidents_resolved, out.incidents_reopened = c.opened, c.resolved, c.reopened
     return out

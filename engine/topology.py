@@ -131,6 +131,10 @@ class Topology:
     def interfaces(self, device: str) -> list[str]:
         return list(self._ifaces.get(device, ()))
 
+    def cabled_interfaces(self) -> frozenset[str]:
+        """Every "device:interface" a link of the topology ends on."""
+        return frozenset(self._link_of)
+
     def has_interface(self, interface: str) -> bool:
         return interface in self._link_of
 

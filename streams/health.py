@@ -46,6 +46,9 @@ def _detect_figures(m: WorkerMetrics, stages) -> None:
         m.superseded += st.superseded
         m.symptoms += st.symptoms
         rejects.update(st.rejects)
+        for reason, (n, example) in st.unused.items():
+            entry = m.unused.setdefault(reason, [0, example])
+            entry[0] += n
         if stage.detector.clock != float("-inf"):
             clocks.append(stage.detector.clock)
     m.rejects = dict(rejects)

@@ -35,6 +35,7 @@ class WorkerMetrics:
     stages_restored: int = 0  # stages resumed from a snapshot (after a restart or a rebalance)
     state_rebuilt_records: int = 0  # input messages re-read to rebuild stages whose snapshot was refused
     consumer_lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> messages behind
+    unused: dict[str, list] = field(default_factory=dict)  # reason -> [count, an example] (engine.pipeline.UNUSED)
     newest_event_time: float | None = None  # newest event time stage 1 has read
     applied_event_time: float | None = None  # event time stage 2 has correlated up to
     idle_sources: int = 0  # telemetry partitions correlation no longer waits for (silent too long)
@@ -66,6 +67,13 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
     yield _counter("fabric_rca_records_total", "Telemetry records read by stage 1.", m.records)
     yield _labelled(CounterMetricFamily("fabric_rca_rejects_total", "Unreadable records, by reason.",
                                         labels=["reason"]), "reason", m.rejects, "none")
+    unused = CounterMetricFamily("fabric_rca_unused_total",
+                                 "What was read and not used, by reason, with the first example seen "
+                                 "(unknown measurements, fields, devices, interfaces; non-numeric counters; "
+                                 "rule hits that resolved to no entity).", labels=["reason", "example"])
+    for reason, (n, example) in sorted(m.unused.items()) or [("none", (0, ""))]:
+        unused.add_metric([reason, example], n)
+    yield unused
     yield _counter("fabric_rca_dead_lettered_total", "Dead letters the broker acknowledged.", m.dead_lettered)
     yield _counter("fabric_rca_dead_letter_truncated_total",
                    "Dead letters sent cut to the size limit (header truncated).", m.dead_letter_truncated)

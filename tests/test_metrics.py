@@ -42,13 +42,14 @@ def test_names_types_and_help_are_the_contract():
     counters = ["records", "rejects", "dead_lettered", "dead_letter_truncated", "dead_letter_failed", "duplicates",
                 "late_superseded", "symptoms", "incidents_opened", "incidents_resolved", "incidents_reopened", "incident_changes",
                 "checkpoints_refused",
-                "stages_restored", "state_rebuilt_records", "late_events"]
+                "stages_restored", "state_rebuilt_records", "late_events", "unused"]
     gauges = ["store_available", "store_pending_changes", "consumer_lag_messages", "idle_partitions",
               "processing_delay_seconds", "first_read_timestamp_seconds", "last_read_timestamp_seconds"]
     assert types == {**{f"fabric_rca_{c}_total": "counter" for c in counters},
                      **{f"fabric_rca_{g}": "gauge" for g in gauges}}
-    assert set(_samples(text)) == {f"fabric_rca_{c}_total" for c in counters if c != "rejects"} | {
-        'fabric_rca_rejects_total{reason="bad_json"}', 'fabric_rca_consumer_lag_messages{partition="none"}'} | {
+    assert set(_samples(text)) == {f"fabric_rca_{c}_total" for c in counters if c not in ("rejects", "unused")} | {
+        'fabric_rca_rejects_total{reason="bad_json"}', 'fabric_rca_consumer_lag_messages{partition="none"}',
+        'fabric_rca_unused_total{example="",reason="none"}'} | {
         f"fabric_rca_{g}" for g in gauges if g != "consumer_lag_messages"}
     assert "_created" not in text
     assert "# HELP fabric_rca_rejects_total Unreadable records, by reason.\n" in text
@@ -77,3 +78,9 @@ def test_worker_logs_are_json_lines():
     doc = json.loads(JsonFormatter().format(record))
     assert doc["level"] == "warning" and doc["msg"] == "lag 5" and doc["logger"] == "fabric_rca.worker"
     assert logging_config(level="warning", fmt="json")["root"]["level"] == "WARNING"
+
+
+def test_unused_records_are_counted_by_reason_with_an_example():
+    s = _samples(render(WorkerMetrics(unused={"unknown_device": [20, "ghost"], "unknown_field": [3, "switch_port.bogus"]})))
+    assert s['fabric_rca_unused_total{example="ghost",reason="unknown_device"}'] == 20
+    assert s['fabric_rca_unused_total{example="switch_port.bogus",reason="unknown_field"}'] == 3

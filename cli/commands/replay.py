@@ -94,6 +94,8 @@ def _print_summary(summary: dict, args) -> None:
     print(f"  rejected: {summary['rejected']}" + (f" {summary['rejects']} -> {args.rejects}" if summary["rejected"] else ""))
     print(f"  duplicates dropped: {summary['duplicates']}, counter resets: {summary['counter_resets']}, "
           f"ignored measurements: {summary['ignored_measurements'] or 0}, ignored fields: {summary['ignored_fields']}")
+    for reason, fig in summary["unused"].items():
+        print(f"  not used ({reason.replace('_', ' ')}): {fig['count']:,}, e.g. {fig['example']}")
     if summary["mapped"]:
         print(f"  mapped from real exporters: {summary['mapped']}")
     if summary["merged_halves"]:
