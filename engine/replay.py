@@ -173,13 +173,8 @@ def replay(
     failures: list[FileFailure] = []
     pacer = Pacer(speed)
     writer = RejectWriter(rejects_path)
-    pending: dict[str, dict] = {}
-    last_report = last_flush = time.monotonic()
-
-    def flush() -> None:
-        if pending:
-            sink(list(pending.values()))
-            pending.clear()
+    out = Outbox(sink, batch, progress)
+    stats = lambda: pipeline.stats  # noqa: E731  (what progress shows)
 
     # What exists now (topology, rules, jobs, modules) outlives the replay: frozen, the
     # collector stops walking it on every full collection (a few % of replay time).
@@ -192,16 +187,7 @@ def replay(
                     if feed(line):  # rejects wait (rare): the common line costs one test
                         writer.write(pipeline.take_rejects(), source=f"{path}:{n}")
                     if n & 255 == 0:
-                        changes = pipeline.changes()
-                        for inc in changes:
-                            pending[inc["id"]] = inc
-                        now = time.monotonic()
-                        if len(pending) >= batch or (pending and now - last_flush >= 2.0):
-                            flush()  # in batches, and at least every 2 s so a paced replay shows up live
-                            last_flush = now
-                        if progress and now - last_report >= 0.5:
-                            progress(pipeline.stats)
-                            last_report = now
+                        out.take(pipeline.changes(), stats)
                     if speed and n & 15 == 0 and pipeline.stats.watermark:
                         pacer.wait_for(pipeline.stats.watermark)
             except FileBroken as exc:
@@ -210,15 +196,43 @@ def replay(
                     on_file_error(exc.failure)
         pipeline.finish()
         writer.write(pipeline.take_rejects(), source="end")
-        for inc in pipeline.changes():
-            pending[inc["id"]] = inc
-        flush()
+        out.take(pipeline.changes(), final=True)
     finally:
         gc.unfreeze()
         writer.close()
     if progress:
         progress(pipeline.stats)
-    if failures and on_file_error is None:
+    raise_broken(failures, files, told=on_file_error is not None)
+    return pipeline.stats
+
+
+class Outbox:
+    """Incident changes on their way to the sink, the latest of each incident kept: sent
+    once `batch` wait, at least every 2 s (so a paced replay shows up live) and at the
+    end (`final`); progress told at most every 0.5 s. One per replay, sharded or not."""
+
+    def __init__(self, sink: Sink, batch: int, progress: Callable[[Stats], None] | None):
+        self.sink, self.batch, self.progress = sink, batch, progress
+        self.pending: dict[str, dict] = {}
+        self.last_flush = self.last_report = time.monotonic()
+
+    def take(self, changes: list[dict], stats: Callable[[], Stats] | None = None, *, final: bool = False) -> None:
+        """`changes` in; the sink and progress (`stats()`, read only when due) when it is time."""
+        pending = self.pending
+        for inc in changes:
+            pending[inc["id"]] = inc
+        now = time.monotonic()
+        if pending and (final or len(pending) >= self.batch or now - self.last_flush >= 2.0):
+            self.sink(list(pending.values()))
+            pending.clear()
+            self.last_flush = now
+        if self.progress and stats is not None and now - self.last_report >= 0.5:
+            self.progress(stats())
+            self.last_report = now
+
+
+def raise_broken(failures: list[FileFailure], files: list[Path], *, told: bool) -> None:
+    """ReplayError naming the files that broke part-way, unless a caller was told of each."""
+    if failures and not told:
         raise ReplayError(f"{len(failures)} of {len(files)} file(s) broke part-way (their good lines were used): "
                           + "; ".join(f.describe() for f in failures))
-    return pipeline.stats

@@ -35,14 +35,15 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from engine.pipeline import CorrelateStage, DetectStage, Shard, Stats
-from engine.replay import FileBroken, FileFailure, ReplayError, RejectWriter, Sink, check_files, numbered_lines
+from engine.replay import (FileBroken, FileFailure, Outbox, ReplayError, RejectWriter, Sink, check_files,
+                           numbered_lines, raise_broken)
 
 # Counts of what a shard detected on (its own devices), summed over the shards; every
 # other count in Stats is of what was read, the same in every shard, taken from shard 0.
 PER_SHARD = ("ignored_fields", "counter_resets", "non_numeric_fields", "superseded", "symptoms")
 PER_SHARD_COUNTERS = ("ignored_measurements",)
 SEND_EVERY = 2048  # lines between a shard's messages (and at least every PROGRESS_S)
-PROGRESS_S = 0.5
+PROGRESS_S = 0.5  # (as often as engine.replay.Outbox reports progress)
 
 
 def usable_cores() -> int:
@@ -215,7 +216,8 @@ def replay_sharded(
         raise ValueError(f"the correlate stage must wait for {names}, not {sorted(correlate.sources)}")
     rejects = RejectWriter(rejects_path)
     failures: list[FileFailure] = []
-    out = _Outbox(sink, batch, progress, correlate, shards)
+    out = Outbox(sink, batch, progress)
+    seen = [_Progress(0, 0, None, {})] * shards  # each shard's latest progress
     gc.freeze()  # what exists now outlives the replay (engine.replay.replay), and the children share its pages
     try:
         children = _Children(make_stage, files, shards, Shard.balance(roles or {}, shards))
@@ -225,7 +227,7 @@ def replay_sharded(
     try:
         for k, msg in children.messages():
             if msg[0] == "batch":
-                _, events, taken, out.seen[k] = msg
+                _, events, taken, seen[k] = msg
                 for source, rs in taken:
                     rejects.write(rs, source=source)
                 for e in events:
@@ -236,9 +238,9 @@ def replay_sharded(
                 failures.append(msg[1])
                 if on_file_error is not None:
                     on_file_error(msg[1])
-            out.collect()
+            out.take(correlate.changes(), lambda: _progress_stats(seen, correlate))
         correlate.advance()  # (every shard ended on the same tick: the input's last)
-        out.collect(final=True)
+        out.take(correlate.changes(), final=True)
     finally:
         gc.unfreeze()
         rejects.close()
@@ -246,36 +248,16 @@ def replay_sharded(
     stats = merge_stats([children.done[k] for k in range(shards)], correlate)
     if progress:
         progress(stats)
-    if failures and on_file_error is None:
-        raise ReplayError(f"{len(failures)} of {len(files)} file(s) broke part-way (their good lines were used): "
-                          + "; ".join(f.describe() for f in failures))
+    raise_broken(failures, files, told=on_file_error is not None)
     return stats
 
 
-class _Outbox:
-    """Incident changes to the sink in batches (at least every 2 s), and progress."""
-
-    def __init__(self, sink: Sink, batch: int, progress: Callable[[Stats], None] | None,
-                 correlate: CorrelateStage, shards: int):
-        self.sink, self.batch, self.progress, self.correlate = sink, batch, progress, correlate
-        self.seen = [_Progress(0, 0, None, {})] * shards
-        self.pending: dict[str, dict] = {}
-        self.last_flush = self.last_report = time.monotonic()
-
-    def collect(self, *, final: bool = False) -> None:
-        for inc in self.correlate.changes():
-            self.pending[inc["id"]] = inc
-        now = time.monotonic()
-        if self.pending and (final or len(self.pending) >= self.batch or now - self.last_flush >= 2.0):
-            self.sink(list(self.pending.values()))
-            self.pending.clear()
-            self.last_flush = now
-        if self.progress and not final and now - self.last_report >= PROGRESS_S:
-            self.last_report = now
-            first = self.seen[0]
-            st = Stats(records=first.records, lines=first.lines, rejects=Counter(first.rejects))
-            marks = [p.watermark for p in self.seen if p.watermark is not None]
-            st.watermark = min(marks) if len(marks) == len(self.seen) else None
-            c = self.correlate.correlator
-            st.incidents_opened, st.incidents_resolved = c.opened, c.resolved
-            self.progress(st)
+def _progress_stats(seen: list[_Progress], correlate: CorrelateStage) -> Stats:
+    """What progress shows mid-replay: shard 0's reading, the slowest shard's watermark."""
+    first = seen[0]
+    st = Stats(records=first.records, lines=first.lines, rejects=Counter(first.rejects))
+    marks = [p.watermark for p in seen if p.watermark is not None]
+    st.watermark = min(marks) if len(marks) == len(seen) else None
+    c = correlate.correlator
+    st.incidents_opened, st.incidents_resolved = c.opened, c.resolved
+    return st
