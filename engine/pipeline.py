@@ -35,7 +35,7 @@ from rules.schema import RuleSet
 UNJUDGED = "?"  # a series' place in the topology not judged yet (restored: _count_unplaced judges it)
 
 # Reasons a record (or a part of one) was read and not used, each counted with an example
-# in Stats.unused, the replay summary's "unused" and the worker's fabric_rca_unused_total.
+# (Stats.unused_figures), the replay summary's "unused" and the worker's fabric_rca_unused_total.
 UNUSED = {
     "unknown_measurement": "a measurement no rule or mapping knows (ignored)",
     "unknown_field": "a field its measurement does not have (ignored)",
@@ -87,17 +87,25 @@ class Stats:
     incidents_resolved: int = 0
     incidents_reopened: int = 0  # resolved incidents whose fault came back (engine/reopen.py)
     watermark: float | None = None
-    # What was read and not used, by reason (UNUSED): reason -> [count, an example]. Counts
-    # since the process started (not checkpointed); the records are still read as far as
-    # they can be (a device not in the topology is still detected on).
-    unused: dict = field(default_factory=dict)
+    # What was read and not used (UNUSED; `unused_figures` gives every reason): the counts
+    # of the reasons no other count here holds (unknown devices and interfaces, unresolved
+    # hits) and the first example of each reason. Since the process started (not
+    # checkpointed); the records are still read as far as they can be.
+    unused: Counter = field(default_factory=Counter)
+    unused_examples: dict = field(default_factory=dict)
 
-    def note_unused(self, reason: str, n: int, example: str) -> None:
-        entry = self.unused.get(reason)
-        if entry is None:
-            self.unused[reason] = [n, example]
-        else:
-            entry[0] += n
+    def note_unused(self, reason: str, example: str, n: int = 1) -> None:
+        if n:
+            self.unused[reason] += n
+        self.unused_examples.setdefault(reason, example)
+
+    def unused_figures(self) -> dict[str, list]:
+        """Every reason of UNUSED that counted: [count, first example]."""
+        counts = {"unknown_measurement": sum(self.ignored_measurements.values()), "unknown_field": self.ignored_fields,
+                  "non_numeric_field": self.non_numeric_fields, **self.unused}
+        first = next(iter(self.ignored_measurements), "")  # (a Counter keeps the order names came in)
+        return {reason: [n, self.unused_examples.get(reason, first if reason == "unknown_measurement" else "")]
+                for reason, n in sorted(counts.items()) if n}
 
     def summary(self) -> dict:
         return {
@@ -122,7 +130,7 @@ class Stats:
             "incidents_resolved": self.incidents_resolved,
             "incidents_reopened": self.incidents_reopened,
             "unused": {reason: {"count": n, "example": example}
-                       for reason, (n, example) in sorted(self.unused.items()) if n},
+                       for reason, (n, example) in self.unused_figures().items()},
         }
 
     def snapshot(self) -> StatsState:
@@ -135,8 +143,9 @@ class Stats:
     def restore(self, state: StatsState) -> None:
         """In place: the reorderer and the pipeline count into this object."""
         for f in dataclasses.fields(self):
-            if f.name in ("mapped", "superseded", "incidents_reopened", "unused"):  # (not in the checkpoint format:
-                setattr(self, f.name, Counter() if f.name == "mapped" else {} if f.name == "unused" else 0)  # counted again)
+            if f.name in ("mapped", "superseded", "incidents_reopened", "unused", "unused_examples"):  # (not in
+                setattr(self, f.name, {"mapped": Counter(), "unused": Counter(), "unused_examples": {}}  # the checkpoint
+                        .get(f.name, 0))  # format: counted again from the restore)
                 continue
             value = getattr(state, f.name)
             if f.name == "clock_suspects":
@@ -218,7 +227,6 @@ class DetectStage:
         # `interfaces`: the topology's cabled interfaces ("device:interface"), to count
         # records of others as unused (None: not checked); `roles` names its devices.
         self.config = config
-        self.shard = shard
         self._roles = roles
         self._interfaces = interfaces
         self._mine = shard.owner() if shard is not None else None
@@ -285,7 +293,6 @@ class DetectStage:
                     self._job(m)
                 else:
                     stats.ignored_measurements[m.name] += 1
-                    stats.note_unused("unknown_measurement", 1, m.name)
                 continue
             # Unknown fields are counted; a series keeps its field set, so the set
             # difference is worked out again only when the number of fields changes
@@ -304,7 +311,7 @@ class DetectStage:
         """(fields, unknown fields, the unused reason of its place or "") of a series."""
         extra = m.fields.keys() - fields
         if extra:
-            self.stats.note_unused("unknown_field", 0, f"{m.name}.{min(extra)}")
+            self.stats.unused_examples.setdefault("unknown_field", f"{m.name}.{min(extra)}")
         return n, len(extra), self._place(m)
 
     def _place(self, m: Metric) -> str:
@@ -324,8 +331,7 @@ class DetectStage:
             if not reason:
                 return
         tags = m.tags
-        self.stats.note_unused(reason, 1, tags["host"] if reason == "unknown_device"
-                               else f"{tags['host']}:{tags['interface']}")
+        self.stats.note_unused(reason, tags["host"] if reason == "unknown_device" else f"{tags['host']}:{tags['interface']}")
 
     def _map(self, metrics: list[Metric]) -> list[Metric]:
         """Records of measurements the contract does not know, converted by the mapping
@@ -374,17 +380,14 @@ class DetectStage:
         self.stats.superseded = self.detector.extractor.superseded
 
     def _sync_unused(self) -> None:
-        """The unused counts kept where they arise (fields here, counters' values in the
-        extractor, entity templates in the detector) into `stats.unused`."""
+        """What the extractor and the detector know of the unused into `stats`: the first
+        non-numeric counter, the hits that resolved to no entity."""
         st, ex, det = self.stats, self.detector.extractor, self.detector
-        for reason, n, example in (("unknown_field", st.ignored_fields, None),
-                                   ("non_numeric_field", ex.non_numeric, ex.non_numeric_example),
-                                   ("unresolved_hit", det.unresolved_entities, det.unresolved_example)):
-            if n:
-                entry = st.unused.setdefault(reason, [0, example or ""])
-                entry[0] = n
-                if example and not entry[1]:
-                    entry[1] = example
+        if ex.non_numeric_example is not None:
+            st.unused_examples.setdefault("non_numeric_field", ex.non_numeric_example)
+        if det.unresolved_entities:
+            st.unused["unresolved_hit"] = det.unresolved_entities
+            st.unused_examples.setdefault("unresolved_hit", det.unresolved_example or "")
 
     def _refresh(self, now: float) -> None:
         """Symptoms are sent when they start and end; the correlator also needs to know

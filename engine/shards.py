@@ -41,7 +41,7 @@ from engine.replay import (FileBroken, FileFailure, Outbox, ReplayError, RejectW
 # Counts of what a shard detected on (its own devices), summed over the shards; every
 # other count in Stats is of what was read, the same in every shard, taken from shard 0.
 PER_SHARD = ("ignored_fields", "counter_resets", "non_numeric_fields", "superseded", "symptoms")
-PER_SHARD_COUNTERS = ("ignored_measurements",)
+PER_SHARD_COUNTERS = ("ignored_measurements", "unused")
 SEND_EVERY = 2048  # lines between a shard's messages (and at least every PROGRESS_S)
 PROGRESS_S = 0.5  # (as often as engine.replay.Outbox reports progress)
 
@@ -127,13 +127,11 @@ def merge_stats(shards: list[Stats], correlate: CorrelateStage) -> Stats:
         setattr(out, name, sum(getattr(s, name) for s in shards))
     for name in PER_SHARD_COUNTERS:
         setattr(out, name, sum((getattr(s, name) for s in shards), Counter()))
-    unused: dict = {}
-    for s in shards:  # (each shard's own records: counts add up, the first example stands)
-        for reason, (n, example) in s.unused.items():
-            entry = unused.setdefault(reason, [0, example])
-            entry[0] += n
-            entry[1] = entry[1] or example
-    out.unused = unused
+    examples: dict = {}
+    for s in shards:  # (the first shard's example of a reason stands)
+        for reason, example in s.unused_examples.items():
+            examples.setdefault(reason, example)
+    out.unused_examples = examples
     c = correlate.correlator
     out.incidents_opened, out.incidents_resolved, out.incidents_reopened = c.opened, c.resolved, c.reopened
     return out

@@ -46,7 +46,7 @@ def _detect_figures(m: WorkerMetrics, stages) -> None:
         m.superseded += st.superseded
         m.symptoms += st.symptoms
         rejects.update(st.rejects)
-        for reason, (n, example) in st.unused.items():
+        for reason, (n, example) in st.unused_figures().items():
             entry = m.unused.setdefault(reason, [0, example])
             entry[0] += n
         if stage.detector.clock != float("-inf"):
