@@ -12,7 +12,8 @@ import dataclasses
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Iterable
+from types import MappingProxyType
+from typing import Callable, Collection, Iterable, Mapping
 
 from engine import checkpoint
 from engine.cabling import Cabling, Miswiring
@@ -23,7 +24,7 @@ from engine.events import JOB, SYMPTOM, TICK, StageEvent, event_from_wire, event
 from engine.features import JOB_MEASUREMENT, MEASUREMENTS
 from engine.jobs import JobBook, JobError, job_from_placement
 from engine.mapping import MappingSet, default_mappings
-from engine.normalize import Parser
+from engine.normalize import LP_FIRST, Parser, line_head, skim
 from engine.order import Reorderer
 from engine.ports import AnomalyScorer, MaintenanceSource
 from engine.topology import Topology
@@ -164,6 +165,9 @@ def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
     return StageEvent(JOB, tick, source, job=job)
 
 
+SKIMMED: Mapping[str, object] = MappingProxyType({})  # the fields of a skimmed record (DetectStage._skim_or_parse)
+
+
 @dataclass(frozen=True)
 class Shard:
     """Shard `index` of `count` of a fabric's devices: which devices' records a stage
@@ -181,18 +185,22 @@ class Shard:
             raise ValueError(f"shard {self.index} of {self.count} does not exist")
 
     @staticmethod
-    def balance(roles: dict[str, str], count: int) -> dict[str, int]:
-        """The topology's devices dealt round-robin within each role (sorted by name), so
-        that each shard has about as many spines, leaves, hosts and storage hosts, and as
-        many records, as every other."""
+    def balance(roles: dict[str, str], count: int, first: float = 1.0) -> dict[str, int]:
+        """The topology's devices dealt within each role (sorted by name), so that each
+        shard has about as many spines, leaves, hosts and storage hosts, and as many
+        records, as every other; shard 0 takes `first` times the share of each other (it
+        reads every line whole, the others skim their others' lines: DetectStage)."""
         by_role: dict[str, list[str]] = {}
         for device, role in roles.items():
             by_role.setdefault(role, []).append(device)
-        out, k = {}, 0
+        weights = [first] + [1.0] * (count - 1)
+        dealt = [0] * count
+        out = {}
         for role in sorted(by_role):
             for device in sorted(by_role[role]):
-                out[device] = k % count
-                k += 1
+                k = min(range(count), key=lambda i: ((dealt[i] + 1) / weights[i], i))
+                out[device] = k
+                dealt[k] += 1
         return out
 
     def owner(self) -> Callable[[Metric], bool]:
@@ -237,6 +245,9 @@ class DetectStage:
         self.reorder = new_reorderer(config, stats=self.stats)
         self.detector = Detector(rules, roles, scorer=scorer, interval_of=self.reorder.interval)
         self._parse = Parser().parse_line  # the stage owns its parser's memo of checked tags
+        if shard is not None and shard.index:  # (shard 0 reads every line whole: it counts what was read)
+            self._parse_whole, self._parse = self._parse, self._skim_or_parse
+            self._skimmed: dict[bytes, tuple | bool] = {}  # head -> (name, tags, series) skimmed, or False
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int, str]] = {}  # series -> _series_check
         self._next_tick: float | None = None
@@ -268,6 +279,39 @@ class DetectStage:
         if released:
             self._process(released)  # may end a tick, or add a job event or a bad_job reject
         return bool(self._events or self.rejected)
+
+    def _skim_or_parse(self, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
+        """A shard's parse (shards other than 0): a common line of line protocol of a
+        contract measurement on another shard's device, or of one a mapping converts
+        whichever its fields, is skimmed, its fields checked but not read
+        (engine.normalize.skim: about a third of a parse), and not mapped. Its record is
+        only ordered, for its series and time; the record of a whole parse differs in its
+        fields alone, which here are only compared with its series' other records at one
+        time (duplicate or other half: counted by shard 0, which reads every line whole)."""
+        i = line.find(b" ") if line.__class__ is bytes else -1
+        if i <= 0 or line[0] not in LP_FIRST:  # (not line protocol: JSON, a batch, a str)
+            return self._parse_whole(line)
+        head = line[:i]
+        seen = self._skimmed.get(head)
+        if seen is None:
+            seen = self._skim_head(head)
+        if seen is not False:
+            ts = skim(line)
+            if ts is not None:
+                return [Metric(seen[0], seen[1], SKIMMED, ts, seen[2])], []
+        return self._parse_whole(line)
+
+    def _skim_head(self, head: bytes) -> tuple[str, dict[str, str], str] | bool:
+        """(name, tags, series) of a head whose lines are skimmed, else False; remembered."""
+        seen = line_head(head)
+        if seen is not None and seen[0] not in self._known_fields:  # (its mapping's, if its fields do not choose it)
+            seen = self.mappings.series_of(Metric(seen[0], seen[1], SKIMMED, 0.0, seen[2]))
+        if seen is None or seen[0] not in self._known_fields or self._mine(Metric(seen[0], seen[1], SKIMMED, 0.0, seen[2])):
+            seen = False
+        if len(self._skimmed) >= 200_000:  # (as the parser's memo: hostile series cannot grow it)
+            self._skimmed.clear()
+        self._skimmed[head] = seen
+        return seen
 
     def _process(self, metrics: list[Metric]) -> None:
         known, stats, unknown = self._known_fields, self.stats, self._unknown_fields

@@ -60,6 +60,69 @@ def test_sharded_replay_of_a_pause_storm_is_the_one_process_replay(scenario_dir)
     _same(scenario_dir("pfc_storm"), 2)
 
 
+def _as_line_protocol(folder: Path, tmp_path: Path, *, ethtool: bool) -> Path:
+    """The run's telemetry as Telegraf writes it in line protocol (its late, duplicate and
+    other-half records kept), nic_port records as inputs.ethtool's when `ethtool`."""
+    from engine.lineproto import dumps
+    from engine.normalize import parse_line
+    out = []
+    for line in gzip.open(folder / "telemetry.jsonl.gz", "rb"):
+        for m in parse_line(line)[0]:
+            name, tags, fields = m.name, m.tags, m.fields
+            if ethtool and name == "nic_port":
+                name, tags = "ethtool", {"driver": "mlx5_core", **tags}
+                fields = {k: ({"up": 1, "down": 0}.get(v, v) if k == "link" else v) for k, v in fields.items()}
+            out.append(dumps(name, tags, fields, round(m.ts * 1e9)))
+    path = tmp_path / ("ethtool.lp" if ethtool else "contract.lp")
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("ethtool", [False, True])
+def test_skimming_shards_replay_line_protocol_as_one_process(tune_runs, tmp_path, ethtool):
+    """Shards other than 0 skim the common lines of other shards' devices (fields checked,
+    not read; mapped ones not mapped): the same incidents, counts and rejects file."""
+    from engine.normalize import skim
+    folder = tune_runs["noisy_neighbor-0"]
+    path = _as_line_protocol(folder, tmp_path, ethtool=ethtool)
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert sum(skim(b) is not None for b in lines) > 0.9 * len(lines)  # (what is compared is skimmed)
+    parts = _parts(folder)
+    one, one_stats = _run(parts, [path], 1, tmp_path / "one.jsonl")
+    assert one
+    summary = one_stats.summary()
+    assert summary["duplicates"] + summary["merged_halves"] + summary["late_records"] > 0, summary
+    for shards in (2, 3):
+        many, many_stats = _run(parts, [path], shards, tmp_path / f"many{shards}.jsonl")
+        assert many == one
+        assert many_stats.summary() == summary
+        assert (tmp_path / f"many{shards}.jsonl").read_text() == (tmp_path / "one.jsonl").read_text()
+
+
+def test_a_skimming_shard_orders_other_shards_records_without_their_fields(tune_runs, tmp_path):
+    from engine.features import MEASUREMENTS
+    from engine.pipeline import SKIMMED
+    folder = tune_runs["noisy_neighbor-0"]
+    path = _as_line_protocol(folder, tmp_path, ethtool=True)
+    parts = _parts(folder)
+    assigned = Shard.balance(parts.roles, 2)
+    first, second = (new_detect_stage(parts, f"s{k}", Shard(k, 2, assigned)) for k in (0, 1))
+    skimmed = whole = 0
+    for line in path.read_bytes().splitlines(keepends=True)[:5000]:
+        assert all(m.fields is not SKIMMED for m in first._parse(line)[0])  # (shard 0 reads every line whole)
+        for m in second._parse(line)[0]:
+            mine = assigned.get(m.tags["host"]) == 1
+            assert not (mine and m.fields is SKIMMED), m  # (some lines of others are read whole: not common)
+            assert m.name in MEASUREMENTS or m.fields is not SKIMMED  # (an ethtool line skimmed: its nic_port)
+            skimmed += m.fields is SKIMMED
+            whole += m.fields is not SKIMMED
+    assert skimmed and whole
+    heads = len(second._skimmed)
+    for line in gzip.open(folder / "telemetry.jsonl.gz", "rb").readlines()[:2000]:  # JSON: read whole, nothing kept
+        assert all(m.fields is not SKIMMED for m in second._parse(line)[0])
+    assert len(second._skimmed) == heads
+
+
 def _parts(folder: Path):
     return build_engine(EngineSettings(jobs_file=folder / "jobs.jsonl"), topology=load_topology(folder / "topology.dot"))
 
