@@ -12,7 +12,6 @@ import dataclasses
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Callable, Collection, Iterable, Mapping
 
 from engine import checkpoint
@@ -165,7 +164,47 @@ def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
     return StageEvent(JOB, tick, source, job=job)
 
 
-SKIMMED: Mapping[str, object] = MappingProxyType({})  # the fields of a skimmed record (DetectStage._skim_or_parse)
+class SkimmedFields(Mapping):
+    """The fields of a skimmed record (DetectStage._skim_or_parse): its line, read whole
+    (parsed and mapped as `DetectStage.feed` would) only when they are first asked for.
+    Another shard's record is only ordered, and the order reads its fields only to tell
+    a duplicate from the other half of a sample or from a record too late: rare, so
+    nearly every skimmed line is never read, and the counts are those of a whole read."""
+
+    __slots__ = ("_line", "_read", "_fields")
+
+    def __init__(self, line: bytes, read: Callable[[bytes], dict]):
+        self._line, self._read, self._fields = line, read, None
+
+    def _whole(self) -> dict:
+        fields = self._fields
+        if fields is None:
+            fields = self._fields = self._read(self._line)
+            self._line = self._read = None
+        return fields
+
+    def __getitem__(self, key: str) -> object:
+        return self._whole()[key]
+
+    def __iter__(self):
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def keys(self):
+        return self._whole().keys()
+
+    def items(self):
+        return self._whole().items()
+
+    def values(self):
+        return self._whole().values()
+
+    @property
+    def read(self) -> bool:
+        """Whether the line was read whole (for tests)."""
+        return self._fields is not None
 
 
 @dataclass(frozen=True)
@@ -185,20 +224,18 @@ class Shard:
             raise ValueError(f"shard {self.index} of {self.count} does not exist")
 
     @staticmethod
-    def balance(roles: dict[str, str], count: int, first: float = 1.0) -> dict[str, int]:
+    def balance(roles: dict[str, str], count: int) -> dict[str, int]:
         """The topology's devices dealt within each role (sorted by name), so that each
         shard has about as many spines, leaves, hosts and storage hosts, and as many
-        records, as every other; shard 0 takes `first` times the share of each other (it
-        reads every line whole, the others skim their others' lines: DetectStage)."""
+        records, as every other (every shard reads and skims alike: DetectStage)."""
         by_role: dict[str, list[str]] = {}
         for device, role in roles.items():
             by_role.setdefault(role, []).append(device)
-        weights = [first] + [1.0] * (count - 1)
         dealt = [0] * count
         out = {}
         for role in sorted(by_role):
             for device in sorted(by_role[role]):
-                k = min(range(count), key=lambda i: ((dealt[i] + 1) / weights[i], i))
+                k = min(range(count), key=lambda i: (dealt[i], i))
                 out[device] = k
                 dealt[k] += 1
         return out
@@ -245,9 +282,9 @@ class DetectStage:
         self.reorder = new_reorderer(config, stats=self.stats)
         self.detector = Detector(rules, roles, scorer=scorer, interval_of=self.reorder.interval)
         self._parse = Parser().parse_line  # the stage owns its parser's memo of checked tags
-        if shard is not None and shard.index:  # (shard 0 reads every line whole: it counts what was read)
+        if shard is not None and shard.count > 1:  # (a whole stage reads every line whole)
             self._parse_whole, self._parse = self._parse, self._skim_or_parse
-            self._skimmed: dict[bytes, tuple | bool] = {}  # head -> (name, tags, series) skimmed, or False
+            self._skimmed: dict[bytes, tuple | bool] = {}  # head -> (name, tags, series, mapping) skimmed, or False
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
         self._unknown_fields: dict[str, tuple[int, int, str]] = {}  # series -> _series_check
         self._next_tick: float | None = None
@@ -281,13 +318,14 @@ class DetectStage:
         return bool(self._events or self.rejected)
 
     def _skim_or_parse(self, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
-        """A shard's parse (shards other than 0): a common line of line protocol of a
-        contract measurement on another shard's device, or of one a mapping converts
-        whichever its fields, is skimmed, its fields checked but not read
-        (engine.normalize.skim: about a third of a parse), and not mapped. Its record is
-        only ordered, for its series and time; the record of a whole parse differs in its
-        fields alone, which here are only compared with its series' other records at one
-        time (duplicate or other half: counted by shard 0, which reads every line whole)."""
+        """A shard's parse: a common line of line protocol of a contract measurement on
+        another shard's device, or of one a mapping converts whichever its fields, is
+        skimmed (engine.normalize.skim: its fields checked but not read, about a third of
+        a parse), and not mapped. Its record is only ordered, for its series and time; its
+        fields (`SkimmedFields`) are read whole only if the order compares them with its
+        series' other records at one time (a duplicate, the other half, too late). So
+        what every shard counts of what was read (records, rejects, duplicates, halves,
+        mapped records) is what a whole read counts."""
         i = line.find(b" ") if line.__class__ is bytes else -1
         if i <= 0 or line[0] not in LP_FIRST:  # (not line protocol: JSON, a batch, a str)
             return self._parse_whole(line)
@@ -298,16 +336,30 @@ class DetectStage:
         if seen is not False:
             ts = skim(line)
             if ts is not None:
-                return [Metric(seen[0], seen[1], SKIMMED, ts, seen[2])], []
+                if seen[3]:
+                    self.stats.mapped[seen[3]] += 1
+                return [Metric(seen[0], seen[1], SkimmedFields(line, self._whole_fields), ts, seen[2])], []
         return self._parse_whole(line)
 
-    def _skim_head(self, head: bytes) -> tuple[str, dict[str, str], str] | bool:
-        """(name, tags, series) of a head whose lines are skimmed, else False; remembered."""
+    def _whole_fields(self, line: bytes) -> dict:
+        """The fields of a skimmed line as a whole read gives them: parsed, then mapped."""
+        m = self._parse_whole(line)[0][0]
+        if m.name not in self._known_fields:
+            m = self.mappings.map(m)[0]
+        return m.fields
+
+    def _skim_head(self, head: bytes) -> tuple[str, dict[str, str], str, str] | bool:
+        """(name, tags, series, the mapping's name or "") of a head whose lines are
+        skimmed, else False; remembered."""
         seen = line_head(head)
+        mapping = ""
         if seen is not None and seen[0] not in self._known_fields:  # (its mapping's, if its fields do not choose it)
-            seen = self.mappings.series_of(Metric(seen[0], seen[1], SKIMMED, 0.0, seen[2]))
-        if seen is None or seen[0] not in self._known_fields or self._mine(Metric(seen[0], seen[1], SKIMMED, 0.0, seen[2])):
+            seen = self.mappings.series_of(Metric(seen[0], seen[1], {}, 0.0, seen[2]))
+            mapping = seen[3] if seen is not None else ""
+        if seen is None or seen[0] not in self._known_fields or self._mine(Metric(seen[0], seen[1], {}, 0.0, seen[2])):
             seen = False
+        else:
+            seen = (seen[0], seen[1], seen[2], mapping)
         if len(self._skimmed) >= 200_000:  # (as the parser's memo: hostile series cannot grow it)
             self._skimmed.clear()
         self._skimmed[head] = seen

@@ -13,8 +13,10 @@ tick's events, as it waits for every telemetry partition's in the Kafka workers.
   whichever shard sent them (tests/test_shards.py compares them);
 - what is read is counted once: records, rejects and duplicates by shard 0 (it alone
   writes the rejects file), what is detected by each shard (summed);
-- parsing and ordering are done by every shard; detection, the larger part, is split.
-  On 2 cores two shards replay a 1 s fabric about 1.5 times as fast
+- ordering is done by every shard, and parsing too, but for the common lines of line
+  protocol of other shards' devices, which each shard skims (`DetectStage`: their fields
+  are read only if the order compares them); detection, the larger part, is split.
+  On 2 cores two shards replay a 1 s fabric about 1.2-1.5 times as fast as one process
   (docs/benchmarks.md).
 
 The children are forked: they inherit the loaded parts (topology, rules, models) and
@@ -42,10 +44,6 @@ from engine.replay import (FileBroken, FileFailure, Outbox, ReplayError, RejectW
 # other count in Stats is of what was read, the same in every shard, taken from shard 0.
 PER_SHARD = ("ignored_fields", "counter_resets", "non_numeric_fields", "superseded", "symptoms")
 PER_SHARD_COUNTERS = ("ignored_measurements", "unused")
-# Shard 0's share of the devices, as a fraction of each other shard's: it reads every line
-# whole, the others skim the common lines of devices not theirs (DetectStage). Measured on
-# the benchmark's 1 s fabric in line protocol, 2 shards: 0.7 gave 23.0-23.2 s, 1.0 24.0 s.
-FIRST_SHARE = 0.7
 SEND_EVERY = 2048  # lines between a shard's messages (and at least every PROGRESS_S)
 PROGRESS_S = 0.5  # (as often as engine.replay.Outbox reports progress)
 
@@ -222,7 +220,7 @@ def replay_sharded(
     seen = [_Progress(0, 0, None, {})] * shards  # each shard's latest progress
     gc.freeze()  # what exists now outlives the replay (engine.replay.replay), and the children share its pages
     try:
-        children = _Children(make_stage, files, shards, Shard.balance(roles or {}, shards, FIRST_SHARE))
+        children = _Children(make_stage, files, shards, Shard.balance(roles or {}, shards))
     except BaseException:
         gc.unfreeze()
         raise

@@ -99,28 +99,108 @@ def test_skimming_shards_replay_line_protocol_as_one_process(tune_runs, tmp_path
         assert (tmp_path / f"many{shards}.jsonl").read_text() == (tmp_path / "one.jsonl").read_text()
 
 
-def test_a_skimming_shard_orders_other_shards_records_without_their_fields(tune_runs, tmp_path):
+def test_a_skimming_shard_orders_other_shards_records_and_reads_their_fields_only_when_asked(tune_runs, tmp_path):
     from engine.features import MEASUREMENTS
-    from engine.pipeline import SKIMMED
+    from engine.pipeline import SkimmedFields
     folder = tune_runs["noisy_neighbor-0"]
     path = _as_line_protocol(folder, tmp_path, ethtool=True)
     parts = _parts(folder)
     assigned = Shard.balance(parts.roles, 2)
-    first, second = (new_detect_stage(parts, f"s{k}", Shard(k, 2, assigned)) for k in (0, 1))
-    skimmed = whole = 0
+    stages = [new_detect_stage(parts, f"s{k}", Shard(k, 2, assigned)) for k in (0, 1)]
+    whole = new_detect_stage(parts, "whole")  # (no shard: every line read whole)
+    skimmed = read = 0
     for line in path.read_bytes().splitlines(keepends=True)[:5000]:
-        assert all(m.fields is not SKIMMED for m in first._parse(line)[0])  # (shard 0 reads every line whole)
-        for m in second._parse(line)[0]:
-            mine = assigned.get(m.tags["host"]) == 1
-            assert not (mine and m.fields is SKIMMED), m  # (some lines of others are read whole: not common)
-            assert m.name in MEASUREMENTS or m.fields is not SKIMMED  # (an ethtool line skimmed: its nic_port)
-            skimmed += m.fields is SKIMMED
-            whole += m.fields is not SKIMMED
-    assert skimmed and whole
-    heads = len(second._skimmed)
+        reference = whole._map(whole._parse(line)[0])
+        assert all(m.fields.__class__ is not SkimmedFields for m in reference)
+        for k, stage in enumerate(stages):
+            got = stage._parse(line)[0]
+            assert [(m.name, m.tags, m.series, m.ts) for m in stage._map(got)] == \
+                [(m.name, m.tags, m.series, m.ts) for m in reference]
+            for m in got:
+                lazy = m.fields.__class__ is SkimmedFields
+                assert not (lazy and assigned.get(m.tags["host"]) == k), m  # (its own lines: read whole)
+                assert m.name in MEASUREMENTS or not lazy  # (an ethtool line skimmed: its nic_port)
+                skimmed += lazy
+                read += not lazy
+                if lazy and skimmed % 7 == 0:  # (asked for: exactly the fields of a whole read, mapped)
+                    assert not m.fields.read
+                    assert dict(m.fields) == reference[0].fields and m.fields.read
+    assert skimmed and read
+    heads = len(stages[1]._skimmed)
     for line in gzip.open(folder / "telemetry.jsonl.gz", "rb").readlines()[:2000]:  # JSON: read whole, nothing kept
-        assert all(m.fields is not SKIMMED for m in second._parse(line)[0])
-    assert len(second._skimmed) == heads
+        assert all(m.fields.__class__ is not SkimmedFields for m in stages[1]._parse(line)[0])
+    assert len(stages[1]._skimmed) == heads
+
+
+def _with_halves_and_resends(folder: Path, tmp_path: Path) -> Path:
+    """The run in line protocol (nic_port as inputs.ethtool's) where, once a minute per
+    series, a sample comes as two halves, or as two copies that differ in one counter, or
+    is sent again once it is too late (3 of its intervals and 2 s after), with a counter
+    changed (a `too_late` reject) and as it was (a duplicate)."""
+    import statistics
+
+    from engine.lineproto import dumps
+    from engine.normalize import parse_line
+    records = [m for line in gzip.open(folder / "telemetry.jsonl.gz", "rb") for m in parse_line(line)[0]]
+    times: dict[str, list[float]] = {}
+    for m in records:
+        times.setdefault(m.series, []).append(m.ts)
+    interval = {k: statistics.median(b - a for a, b in zip(sorted(v), sorted(v)[1:])) if len(v) > 2 else 1.0
+                for k, v in times.items()}
+    slots: list[list[str]] = [[] for _ in records]
+    resend: list[tuple[float, list[str]]] = []
+    start, done = records[0].ts, set()
+    for i, m in enumerate(records):
+        name, tags, fields = m.name, m.tags, dict(m.fields)
+        if name == "nic_port":
+            name, tags = "ethtool", {"driver": "mlx5_core", **tags}
+            fields = {k: ({"up": 1, "down": 0}.get(v, v) if k == "link" else v) for k, v in fields.items()}
+        ns = round(m.ts * 1e9)
+        numbers = [k for k, v in fields.items() if v.__class__ is int]
+        minute = (m.series, int(m.ts - start) // 60)
+        kind = len(done) % 3 if minute not in done and m.ts - start > 30 and len(numbers) >= 2 else None
+        if kind is not None:
+            done.add(minute)
+        if kind == 0:  # two halves
+            keys = list(fields)
+            slots[i] += [dumps(name, tags, {k: fields[k] for k in keys[: len(keys) // 2]}, ns),
+                         dumps(name, tags, {k: fields[k] for k in keys[len(keys) // 2:]}, ns)]
+            continue
+        slots[i].append(dumps(name, tags, fields, ns))
+        if kind == 1:  # a conflicting copy right behind it
+            slots[i].append(dumps(name, tags, {**fields, numbers[0]: fields[numbers[0]] + 1}, ns))
+        elif kind == 2:  # sent again too late: changed, then as it was
+            resend.append((m.ts + 3 * interval[m.series] + 2, [
+                dumps(name, tags, {**fields, numbers[1]: fields[numbers[1]] + 1}, ns), dumps(name, tags, fields, ns)]))
+    resend.sort(key=lambda r: r[0])
+    k = 0
+    for i, m in enumerate(records):  # (each after the first record of the input's time it waits for)
+        while k < len(resend) and m.ts >= resend[k][0]:
+            slots[i] += resend[k][1]
+            k += 1
+    path = tmp_path / "halves.lp"
+    path.write_text("\n".join(line for slot in slots for line in slot) + "\n")
+    return path
+
+
+def test_halves_conflicts_and_late_resends_of_every_device_count_as_in_one_process(tune_runs, tmp_path):
+    """Each shard skims the lines of the others' devices; the order compares a skimmed
+    record's fields only for a second record of its series and time (the other half, a
+    conflicting copy, a copy too late), and then reads them. Every device has each kind,
+    so every shard meets them on lines it skimmed: the counts and the rejects file are
+    one process's."""
+    folder = tune_runs["noisy_neighbor-0"]
+    path = _with_halves_and_resends(folder, tmp_path)
+    parts = _parts(folder)
+    one, one_stats = _run(parts, [path], 1, tmp_path / "one.jsonl")
+    summary = one_stats.summary()
+    assert summary["merged_halves"] > 20 and summary["duplicates"] > 20, summary
+    assert summary["rejects"].get("too_late", 0) > 20 and summary["mapped"], summary
+    for shards in (2, 3):
+        many, many_stats = _run(parts, [path], shards, tmp_path / f"many{shards}.jsonl")
+        assert many == one
+        assert many_stats.summary() == summary
+        assert (tmp_path / f"many{shards}.jsonl").read_text() == (tmp_path / "one.jsonl").read_text()
 
 
 def _parts(folder: Path):
