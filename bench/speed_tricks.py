@@ -1,7 +1,7 @@
 """What each speed trick of the replay hot path buys: a switch-off experiment.
 
     PYTHONPATH=. .venv/bin/python bench/speed_tricks.py [--records 300000] [--rounds 3] [--only gc,tags_memo]
-        [--folder SCENARIO_DIR]
+        [--folder SCENARIO_DIR] [--line-protocol]
 
 Each trick is switched off in a fresh subprocess (a patch applied before the replay
 starts; nothing in the engine changes), on the same cached scenario as
@@ -15,12 +15,10 @@ the one in docs/design.md ("Speed tricks: what each buys").
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +57,17 @@ def _no_compiled_plans():
     features.compile_plan = reference_compute  # the plain definition instead of generated code
 
 
+def _no_layouts():
+    from engine import lineproto, normalize
+    init = normalize.Parser.__init__
+
+    def generic(self) -> None:
+        init(self)
+        self._read_fields = lineproto.common_bytes  # every common line through the one regex and the JSON rewrite
+
+    normalize.Parser.__init__ = generic
+
+
 def _no_level_shortcut():
     import engine.baseline as baseline
     baseline._may_hold = lambda *a: True  # every closed bucket's windows compared in full
@@ -71,10 +80,12 @@ TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
     "level_shortcut": ("engine/baseline.py _may_hold: windows no bound can pass are not compared",
                        _no_level_shortcut, False),
+    "layouts": ("engine/lineproto.py Layouts: a line protocol head's field layout as a regex of its own "
+                "(with --line-protocol)", _no_layouts, False),
 }
 
 
-def child(variant: str, folder: Path, models_dir: Path) -> None:
+def child(variant: str, folder: Path, models_dir: Path, telemetry: str) -> None:
     from bench.replay_throughput import run_replay
     from cli.runtime import tune_gc
 
@@ -85,14 +96,13 @@ def child(variant: str, folder: Path, models_dir: Path) -> None:
     if trick and trick[1]:
         trick[1]()
     with_models = (trick or TRICKS.get(base, ("", None, False)))[2]
-    cpu = time.process_time()
-    result = run_replay(folder, models_dir if with_models else None)
-    result["cpu_seconds"] = time.process_time() - cpu  # steadier than wall time on a shared machine
+    # (its cpu_seconds, steadier than wall time on a shared machine, count every shard's process)
+    result = run_replay(folder, models_dir if with_models else None, telemetry=Path(telemetry) if telemetry else None)
     print(json.dumps(result))
 
 
-def measure(variant: str, folder: Path, models_dir: Path) -> float:
-    out = subprocess.run([sys.executable, __file__, "--child", variant, str(folder), str(models_dir)],
+def measure(variant: str, folder: Path, models_dir: Path, telemetry: str) -> float:
+    out = subprocess.run([sys.executable, __file__, "--child", variant, str(folder), str(models_dir), telemetry],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["cpu_seconds"]
 
@@ -105,23 +115,29 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated tricks (default: all)")
     ap.add_argument("--folder", type=Path, help="replay this scenario folder (e.g. the coarse-polling bench's "
                     ".cache/bench/bench-1000000-10s) instead of the default one; no models")
-    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--line-protocol", action="store_true", help="replay the scenario in line protocol, nic_port "
+                    "as inputs.ethtool (bench/replay_throughput.py --mapped's file)")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        child(args.child[0], Path(args.child[1]), Path(args.child[2]), args.child[3])
         return
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "replay_throughput.py"), "--prepare", "--records",
                           str(args.records), "--cache", str(args.cache)], check=True, stdout=subprocess.PIPE, text=True)
     folder, models_dir = (Path(p) for p in json.loads(out.stdout.strip().splitlines()[-1]))
     if args.folder:
         folder = args.folder
+    telemetry = ""
+    if args.line_protocol:
+        from bench.replay_throughput import write_line_protocol
+        telemetry = str(write_line_protocol(folder)[1])
     names = [n for n in (args.only.split(",") if args.only else TRICKS)]
     gains: dict[str, list[float]] = {n: [] for n in names}
     for i in range(args.rounds):
         for n in names:  # each variant beside its own baseline run, in alternating order
             base = "base:" + n
             pair = [(n, None), (base, None)] if i % 2 else [(base, None), (n, None)]
-            t = {v: measure(v, folder, models_dir) for v, _ in pair}
+            t = {v: measure(v, folder, models_dir, telemetry) for v, _ in pair}
             gains[n].append(t[n] / t[base] - 1.0)
             print(f"round {i + 1}: {n}: {t[n]:.2f} s vs {t[base]:.2f} s", file=sys.stderr, flush=True)
         table(names, gains)  # after every round: a cut-short run still tells what it measured

@@ -56,6 +56,84 @@ _SKIM_VALUE = (rb'(?:-?+(?:0|[1-9][0-9]{0,17}+)i|(?:0|[1-9][0-9]{0,18}+)u|true|f
 _skim_fields = re.compile(_KEY + b"=" + _SKIM_VALUE + b"(?:," + _KEY + b"=" + _SKIM_VALUE + b")*+").fullmatch
 
 
+# Layouts (`Layouts`): the value of each kind `_VALUE` reads, as a group without the
+# integer's suffix (JSON reads the group as `_decode_fields` reads the value).
+_LAYOUT_KINDS = {
+    "i": rb"(-?+(?:0|[1-9][0-9]{0,17}+))i",
+    "u": rb"((?:0|[1-9][0-9]{0,18}+))u",
+    "b": rb"(true|false)",
+    "s": rb'("[^",=\\\x00-\x1f]{0,%d}+")' % MAX_STRING_CHARS,
+    "f": rb"(-?+(?:0|[1-9][0-9]*+)(?:\.[0-9]++(?:[eE][-+]?[0-9]++)?|[eE][-+]?[0-9]++))",
+}
+_decode_values = msgspec.json.Decoder(tuple).decode
+_LAYOUT_HEADS = 200_000  # heads remembered (as the reader's other memos: hostile heads cannot grow it)
+_LAYOUTS = 4096  # distinct layouts compiled
+
+
+def _kind(value: bytes) -> str:
+    last = value[-1:]
+    if last == b"i" or last == b"u":
+        return last.decode()
+    if value[:1] == b'"':
+        return "s"
+    return "b" if value in (b"true", b"false") else "f"
+
+
+class Layouts:
+    """`common_bytes` with a memo its reader owns: per line head, the layout of the field
+    sets of its last lines (keys in order, each value's kind) as a regex of literal keys
+    and one group per value. A line that fits a layout of its head is read by that match
+    and one decode of its values (about 0.6 of `common_bytes`' time on the benchmark's
+    lines, docs/design.md "Speed tricks"); any other line by `common_bytes`, whose
+    reading then teaches its head that layout (two kept per head: a head whose lines
+    alternate between two field sets, as SNMP's two tables, keeps both). A layout is
+    learned only from a line `common_bytes` read, so a line that fits it is one
+    `common_bytes` reads, read the same (tests/test_lineproto.py holds them to it)."""
+
+    __slots__ = ("_heads", "_compiled")
+
+    def __init__(self) -> None:
+        self._heads: dict[bytes, tuple] = {}  # head -> its layouts, newest first
+        self._compiled: dict[tuple, tuple] = {}  # (keys, kinds) -> (fullmatch, keys as str)
+
+    def read(self, line: bytes) -> tuple[bytes, dict, int] | None:
+        """`common_bytes(line)`."""
+        i = line.find(b" ")
+        layouts = self._heads.get(line[:i]) if i > 0 else None
+        if layouts is not None:
+            j = line.rfind(b" ")
+            ts = line[j + 1:]
+            if ts.isdigit():
+                for fullmatch, keys in layouts:
+                    got = fullmatch(line, i + 1, j)
+                    if got is not None:
+                        try:
+                            values = _decode_values(b"[" + b",".join(got.groups()) + b"]")
+                        except msgspec.DecodeError:  # (as common_bytes': a float beyond a double's range)
+                            return None
+                        return line[:i], dict(zip(keys, values)), int(ts)
+        got = common_bytes(line)
+        if got is not None:
+            self._learn(line, i, layouts)
+        return got
+
+    def _learn(self, line: bytes, i: int, layouts: tuple | None) -> None:
+        """The layout of a line `common_bytes` read (its field set holds no `,` or `=`
+        but between fields and at each key's end), first among its head's."""
+        pieces = [piece.partition(b"=") for piece in line[i + 1:line.rfind(b" ")].split(b",")]
+        signature = (tuple(k for k, _, _ in pieces), "".join(_kind(v) for _, _, v in pieces))
+        layout = self._compiled.get(signature)
+        if layout is None:
+            if len(self._compiled) >= _LAYOUTS:
+                self._compiled.clear()
+            pattern = b",".join(re.escape(k) + b"=" + _LAYOUT_KINDS[c] for k, c in zip(*signature))
+            layout = self._compiled[signature] = (re.compile(pattern).fullmatch,
+                                                  tuple(k.decode("utf-8") for k in signature[0]))
+        if len(self._heads) >= _LAYOUT_HEADS:
+            self._heads.clear()
+        self._heads[line[:i]] = (layout,) if layouts is None else (layout, layouts[0])
+
+
 class LineError(ValueError):
     def __init__(self, reason: str, detail: str):
         super().__init__(detail)

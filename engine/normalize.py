@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated
+from typing import Annotated, Callable
 
 import msgspec
 
@@ -137,11 +137,12 @@ class Parser:
     owns one (a detect stage, the publisher, training); the memo forgets everything at
     `_SERIES_MEMO` series, so hostile tags cannot grow it without bound."""
 
-    __slots__ = ("_tags", "_heads")
+    __slots__ = ("_tags", "_heads", "_read_fields")
 
     def __init__(self) -> None:
         self._tags: dict[tuple[str, bytes], tuple[dict[str, str], str]] = {}
         self._heads: dict[str, tuple[str, dict[str, str], str]] = {}  # line protocol's: head text -> name, tags, key
+        self._read_fields = lineproto.Layouts().read  # line protocol's common lines, by their heads' field layouts
 
     def parse_line(self, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
         """One line of a recorded file (or one Kafka message value)."""
@@ -152,7 +153,7 @@ class Parser:
                 return [], [Reject("line_too_long", f"a line of {size:,} bytes (at most {MAX_LINE_BYTES:,})", _text(line))]
         first = line[:1]
         if first.__class__ is bytes and first and first[0] in _LP_FIRST and b"=" in line:
-            return _parse_lineproto(line, line, self._heads)  # (a name's first character: never JSON)
+            return _parse_lineproto(line, line, self._heads, self._read_fields)  # (a name's first character: never JSON)
         try:
             records = (_decode_record(line),)
         except Exception:  # any refusal (also a str msgspec cannot encode): a batch, or the general path
@@ -224,10 +225,12 @@ def _parse_line(line: bytes | str, heads: dict | None = None) -> tuple[list[Metr
     return _parse_json(line)
 
 
-def _parse_lineproto(raw: bytes, line: bytes | str, heads: dict) -> tuple[list[Metric], list[Reject]]:
-    """Each line in a common form (lineproto.common_bytes on its bytes, else lineproto.common)
-    straight to a Metric, its head's checked tags remembered in `heads`; any other line
-    through lineproto.parse and parse_metric, which name what is wrong."""
+def _parse_lineproto(raw: bytes, line: bytes | str, heads: dict,
+                     read: Callable[[bytes], tuple | None] = lineproto.common_bytes) -> tuple[list[Metric], list[Reject]]:
+    """Each line in a common form (`read`: lineproto.common_bytes, or a reader's
+    lineproto.Layouts, on its bytes, else lineproto.common) straight to a Metric, its
+    head's checked tags remembered in `heads`; any other line through lineproto.parse and
+    parse_metric, which name what is wrong."""
     if not raw.isascii():
         try:
             raw.decode("utf-8")  # (strict: no lone surrogate gets past, so none is looked for)
@@ -243,7 +246,7 @@ def _parse_lineproto(raw: bytes, line: bytes | str, heads: dict) -> tuple[list[M
         if b and b[0] not in (35, "#"):  # (a comment)
             lines.append(b)
     for b in lines:
-        common = lineproto.common_bytes(b) if b.__class__ is bytes else None
+        common = read(b) if b.__class__ is bytes else None
         s = b if b.__class__ is str else None
         if common is None:
             s = b.decode("utf-8") if s is None else s

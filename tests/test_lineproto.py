@@ -219,3 +219,57 @@ def test_the_reader_gives_what_parse_and_the_record_checks_give(name, tags, fiel
     for _ in range(2):
         metrics, rejects = reader.parse_line(line.encode())
         assert ([(m.name, m.tags, _typed(m.fields), m.ts) for m in metrics], [r.reason for r in rejects]) == want
+
+
+_kind_tokens = {  # (value texts of one kind: a layout fits any of its kind)
+    "i": ["1i", "-0i", "0i", "123456789012345678i", "-5i"],
+    "u": ["1u", "0u", "9999999999999999999u"],
+    "f": ["1.5", "-2.5e-3", "1e5", "1E+5", "1e999", "0.0"],
+    "b": ["true", "false"],
+    "s": ['"x"', '""', '"a b"', '"é"'],
+}
+_other = ["1", "1.5i", "truei", "t", "01i", '"a,b"', "1e5u", "nan"]
+_layout_key = st.sampled_from(["a", "b", "a:b", "é", "i", "k{", "x"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(_layout_key, st.sampled_from(sorted(_kind_tokens))), min_size=1, max_size=4),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6), st.sampled_from(_kind_tokens["f"] + _other)),
+                max_size=6),
+       st.sampled_from([" 1700000000", "", " 17x"]), st.sampled_from(["m,host=h", "m,host=g"]))
+def test_a_layout_reads_every_line_as_common_bytes_does(layout, draws, ts, head):
+    """lineproto.Layouts.read gives what common_bytes gives, on a sequence of lines of
+    one head: a first line teaches its layout, the next ones fit it with other values
+    of each kind, or break it (a value of another kind, a key more or less, no
+    timestamp), or belong to another head, in any order."""
+    reader = lineproto.Layouts()
+    lines = []
+    base = [(k, _kind_tokens[c][0]) for k, c in layout]
+    lines.append(f"{head} " + ",".join(f"{k}={v}" for k, v in base) + " 1700000000")
+    for where, pick, odd in draws:
+        fields = [(k, _kind_tokens[c][(pick + i) % len(_kind_tokens[c])]) for i, (k, c) in enumerate(layout)]
+        if where == 1:  # a value of another kind (or no value a layout reads)
+            fields[pick % len(fields)] = (fields[pick % len(fields)][0], odd)
+        elif where == 2:  # a key more
+            fields.append(("z", "1i"))
+        elif where == 3 and len(fields) > 1:  # a key less
+            fields.pop()
+        lines.append(f"{head if pick % 3 else 'm,host=o'} " + ",".join(f"{k}={v}" for k, v in fields) + ts)
+    for line in lines + lines[::-1]:
+        raw = line.encode()
+        got, want = reader.read(raw), lineproto.common_bytes(raw)
+        assert (got is None) == (want is None), (line, got, want)
+        if want is not None:
+            assert got[0] == want[0] and got[2] == want[2] and _typed(got[1]) == _typed(want[1]), (line, got, want)
+            assert list(got[1]) == list(want[1])  # (the same order of fields)
+
+
+def test_a_head_whose_lines_alternate_between_two_field_sets_keeps_both_layouts():
+    reader = lineproto.Layouts()
+    a = b"interface,host=sw1,ifName=swp1 ifInOctets=5i,ifOperStatus=1i 1700000000"
+    b = b"interface,host=sw1,ifName=swp1 ifHCInOctets=7i,ifHighSpeed=400000i 1700000000"
+    for line in (a, b, a, b):
+        assert reader.read(line) == lineproto.common_bytes(line)
+    layouts = reader._heads[b"interface,host=sw1,ifName=swp1"]
+    assert len(layouts) == 2 and {keys for _, keys in layouts} == {("ifInOctets", "ifOperStatus"),
+                                                                    ("ifHCInOctets", "ifHighSpeed")}
