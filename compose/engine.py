@@ -10,10 +10,11 @@ from engine.cabling import CablingCheck, check_cabling
 from engine.jobs import JobBook
 from engine.k8s_pods import DEFAULT_JOB_LABELS, DEFAULT_TENANT_LABELS, PodLabels
 from engine.mapping import MappingSet, default_mappings
-from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline, Shard, Stats
+from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline, Stats
 from engine.replay import replay
 from engine.shards import replay_sharded
 from engine.ports import AnomalyScorer, MaintenanceSource
+from engine.skim import Shard
 from engine.topology import Topology, load_topology
 from engine.topology_load import TopologyError, read_spec
 from rules.loader import load_rules

@@ -36,9 +36,10 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Callable, Iterator
 
-from engine.pipeline import CorrelateStage, DetectStage, Shard, Stats
+from engine.pipeline import CorrelateStage, DetectStage, Stats
 from engine.replay import (FileBroken, FileFailure, Outbox, ReplayError, RejectWriter, Sink, check_files,
                            numbered_lines, raise_broken)
+from engine.skim import Shard
 
 # Counts of what a shard detected on (its own devices), summed over the shards; every
 # other count in Stats is of what was read, the same in every shard, taken from shard 0.

@@ -16,7 +16,7 @@ import pytest
 
 from compose import EngineSettings, build_engine, new_correlate_stage, new_detect_stage, replay_with
 from contract.measurements import JOB_MEASUREMENT
-from engine.pipeline import Shard
+from engine.skim import Shard
 from engine.replay import ReplayError
 from engine.shards import merge_stats, replay_sharded
 from engine.topology import load_topology
@@ -101,7 +101,7 @@ def test_skimming_shards_replay_line_protocol_as_one_process(tune_runs, tmp_path
 
 def test_a_skimming_shard_orders_other_shards_records_and_reads_their_fields_only_when_asked(tune_runs, tmp_path):
     from engine.features import MEASUREMENTS
-    from engine.pipeline import SkimmedFields
+    from engine.skim import SkimmedFields
     folder = tune_runs["noisy_neighbor-0"]
     path = _as_line_protocol(folder, tmp_path, ethtool=True)
     parts = _parts(folder)
@@ -126,10 +126,10 @@ def test_a_skimming_shard_orders_other_shards_records_and_reads_their_fields_onl
                     assert not m.fields.read
                     assert dict(m.fields) == reference[0].fields and m.fields.read
     assert skimmed and read
-    heads = len(stages[1]._skimmed)
+    heads = len(stages[1].skimmer._heads)
     for line in gzip.open(folder / "telemetry.jsonl.gz", "rb").readlines()[:2000]:  # JSON: read whole, nothing kept
         assert all(m.fields.__class__ is not SkimmedFields for m in stages[1]._parse(line)[0])
-    assert len(stages[1]._skimmed) == heads
+    assert len(stages[1].skimmer._heads) == heads
 
 
 def _with_halves_and_resends(folder: Path, tmp_path: Path) -> Path:
