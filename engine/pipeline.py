@@ -167,11 +167,13 @@ def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
 class DetectStage:
     """Stage 1. Feed lines; take events and rejects.
 
-    With a `shard`, the stage reads every line as a whole stage would (parsing, mapping,
-    ordering, ticks: its watermark and its ticks are the whole input's) but detects only on
-    its shard's devices; the counts of what it read (records, rejects, duplicates) are then
-    the whole input's, those of what it detected on (symptoms, ignored measurements and
-    fields, counter resets) its shard's."""
+    With a `shard`, the stage reads every line as a whole stage would (ordering, ticks: its
+    watermark and its ticks are the whole input's; the common lines of line protocol of
+    other shards' devices skimmed, engine/skim.py) but detects only on its shard's devices;
+    the counts of what it read (records, rejects, duplicates, mapped records) are then the
+    whole input's, those of what it detected on (symptoms, ignored measurements and
+    fields, counter resets) its shard's. (A shard's stage is not checkpointed: a skimmed
+    record's fields are not checkpoint data.)"""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
                  source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None,
