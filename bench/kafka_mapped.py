@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.kafka_report import FABRIC, TARGET_RATE, _median, _secs, messages
 from bench.doc import write_section
-from bench.replay_throughput import write_line_protocol
+from bench.replay_mapped import write_line_protocol
 
 RUNS = (("1 worker, contract names (JSON)", "json"), ("1 worker, nic_port as inputs.ethtool (mapped)", "mapped"))
 

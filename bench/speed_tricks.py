@@ -129,7 +129,7 @@ def main() -> None:
         folder = args.folder
     telemetry = ""
     if args.line_protocol:
-        from bench.replay_throughput import write_line_protocol
+        from bench.replay_mapped import write_line_protocol
         telemetry = str(write_line_protocol(folder)[1])
     names = [n for n in (args.only.split(",") if args.only else TRICKS)]
     gains: dict[str, list[float]] = {n: [] for n in names}
