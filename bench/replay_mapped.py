@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench.doc import median_run, run_stamp, write_section
 from bench.replay_throughput import measure
+from testkit.mlx5_ethtool import as_ethtool
 
 
 def write_line_protocol(folder: Path) -> tuple[Path, Path]:
@@ -32,11 +33,7 @@ def write_line_protocol(folder: Path) -> tuple[Path, Path]:
             for m in parse_line(line)[0]:
                 ns = round(m.ts * 1e9)
                 a.write(dumps(m.name, m.tags, m.fields, ns) + "\n")
-                if m.name == "nic_port":
-                    fields = {k: ({"up": 1, "down": 0}.get(v, v) if k == "link" else v) for k, v in m.fields.items()}
-                    b.write(dumps("ethtool", {"driver": "mlx5_core", **m.tags}, fields, ns) + "\n")
-                else:
-                    b.write(dumps(m.name, m.tags, m.fields, ns) + "\n")
+                b.write(dumps(*as_ethtool(m.name, m.tags, m.fields), ns) + "\n")
     return lp, mapped
 
 

@@ -28,6 +28,17 @@ FLAP_S = 4.0  # a flapping link's period
 STORM = {"tx_prio3_pause": 20_000, "tx_prio3_pause_duration": 900_000, "tx_pause_storm_warning_events": 1}
 
 
+def as_ethtool(name: str, tags: dict, fields: dict) -> tuple[str, dict, dict]:
+    """A contract record as the benchmarks and shard tests send a NIC through the shipped
+    mapping `telegraf_ethtool_mlx5`: a nic_port record named `ethtool`, tagged
+    driver=mlx5_core, its `link` 1/0 as Telegraf's inputs.ethtool writes it; any other
+    record as it is."""
+    if name != "nic_port":
+        return name, tags, fields
+    return "ethtool", {"driver": "mlx5_core", **tags}, {
+        k: ({"up": 1, "down": 0}.get(v, v) if k == "link" else v) for k, v in fields.items()}
+
+
 def counter_names(path: Path) -> list[str]:
     """The file's counter names, [p] expanded to 0..7; ring [i] and lane [l] ones left out."""
     names: list[str] = []

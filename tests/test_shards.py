@@ -23,6 +23,7 @@ from engine.topology import load_topology
 from engine.types import Metric
 from evaluation.scenarios import replay_scenario
 from sim.split import SplitEntry, build, entries
+from testkit.mlx5_ethtool import as_ethtool
 
 
 def _tune(name: str) -> SplitEntry:
@@ -68,10 +69,7 @@ def _as_line_protocol(folder: Path, tmp_path: Path, *, ethtool: bool) -> Path:
     out = []
     for line in gzip.open(folder / "telemetry.jsonl.gz", "rb"):
         for m in parse_line(line)[0]:
-            name, tags, fields = m.name, m.tags, m.fields
-            if ethtool and name == "nic_port":
-                name, tags = "ethtool", {"driver": "mlx5_core", **tags}
-                fields = {k: ({"up": 1, "down": 0}.get(v, v) if k == "link" else v) for k, v in fields.items()}
+            name, tags, fields = as_ethtool(m.name, m.tags, m.fields) if ethtool else (m.name, m.tags, m.fields)
             out.append(dumps(name, tags, fields, round(m.ts * 1e9)))
     path = tmp_path / ("ethtool.lp" if ethtool else "contract.lp")
     path.write_text("\n".join(out) + "\n")
@@ -151,10 +149,7 @@ def _with_halves_and_resends(folder: Path, tmp_path: Path) -> Path:
     resend: list[tuple[float, list[str]]] = []
     start, done = records[0].ts, set()
     for i, m in enumerate(records):
-        name, tags, fields = m.name, m.tags, dict(m.fields)
-        if name == "nic_port":
-            name, tags = "ethtool", {"driver": "mlx5_core", **tags}
-            fields = {k: ({"up": 1, "down": 0}.get(v, v) if k == "link" else v) for k, v in fields.items()}
+        name, tags, fields = as_ethtool(m.name, m.tags, dict(m.fields))
         ns = round(m.ts * 1e9)
         numbers = [k for k, v in fields.items() if v.__class__ is int]
         minute = (m.series, int(m.ts - start) // 60)
