@@ -68,7 +68,7 @@ class Shard:
 
 
 class SkimmedFields(Mapping):
-    """The fields of a skimmed record (DetectStage._skim_or_parse): its line, read whole
+    """The fields of a skimmed record (`Skimmer.parse`): its line, read whole
     (parsed and mapped as `DetectStage.feed` would) only when they are first asked for.
     Another shard's record is only ordered, and the order reads its fields only to tell
     a duplicate from the other half of a sample or from a record too late: rare, so
@@ -125,6 +125,7 @@ class Skimmer:
         self._parse_whole = parse_whole  # the stage's parser: every line not skimmed
         self._mine, self._mappings, self._known, self._stats = mine, mappings, known, stats
         self._heads: dict[bytes, tuple | bool] = {}  # head -> (name, tags, series, mapping) skimmed, or False
+        self._read = self._whole_fields  # (bound once: every skimmed record holds it)
 
     def parse(self, line: bytes | str) -> tuple[list[Metric], list[Reject]]:
         i = line.find(b" ") if line.__class__ is bytes else -1
@@ -139,7 +140,7 @@ class Skimmer:
             if ts is not None:
                 if seen[3]:
                     self._stats.mapped[seen[3]] += 1
-                return [Metric(seen[0], seen[1], SkimmedFields(line, self._whole_fields), ts, seen[2])], []
+                return [Metric(seen[0], seen[1], SkimmedFields(line, self._read), ts, seen[2])], []
         return self._parse_whole(line)
 
     def _whole_fields(self, line: bytes) -> dict:
