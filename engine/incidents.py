@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
+from engine.samples import display
 from engine.types import AffectedJob, RootCause, Symptom, rfc3339
 
 TITLES = {
@@ -72,6 +73,11 @@ class Incident:
     maintenance: str | None = None  # why its root cause is under maintenance (engine.maintenance); sticks
     credible: bool = False  # its leading cause has evidence enough for a fault (engine/credible.py)
     onset: float | None = None  # ... which began then
+    # symptom key -> (its samples, as shown): an incident changes again and again while
+    # most of its symptoms do not, and showing the samples was a tenth of a replay of a
+    # pause storm. A symptom's samples are not changed once it is held here (the
+    # correlator holds snapshots), so the same object shows the same.
+    _shown: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def published(self) -> bool:
@@ -105,8 +111,18 @@ class Incident:
             "maintenance_reason": self.maintenance,
             "root_causes": [rc.to_dict() for rc in self.root_causes],
             "affected_jobs": [j.to_dict() for j in self.affected_jobs],
-            "symptoms": [s.to_dict() for s in symptoms],
+            "symptoms": [s.to_dict(self._samples_shown(s)) for s in symptoms],
         }
+
+    def _samples_shown(self, s: Symptom) -> dict:
+        shown = self._shown
+        got = shown.get(s.key)
+        if got is None or got[0] is not s.samples:
+            if len(shown) >= 2 * len(self.symptoms) + 16:  # (symptoms folded away)
+                for key in [k for k in shown if k not in self.symptoms]:
+                    del shown[key]
+            got = shown[s.key] = (s.samples, display(s.samples))
+        return got[1]
 
     def snapshot(self) -> IncidentState:
         return IncidentState(

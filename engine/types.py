@@ -89,7 +89,9 @@ class Symptom:
         """A copy that the detector's later updates of this symptom leave as it is."""
         return replace(self, metrics=dict(self.metrics), samples=copied(self.samples))
 
-    def to_dict(self) -> dict:
+    def to_dict(self, shown_samples: dict | None = None) -> dict:
+        """The contract section 6 JSON; `shown_samples`: `display(self.samples)` when the
+        caller kept it from before (`Incident.to_dict`)."""
         return {
             "key": self.key,
             "kind": self.kind,
@@ -102,7 +104,8 @@ class Symptom:
             "severity": round(self.severity, 3),
             "metrics": {k: round(v, 3) for k, v in sorted(self.metrics.items())},
             "rule": self.rule,
-            "samples": display(self.samples),  # (beyond contract section 6: accept more)
+            # (beyond contract section 6: accept more)
+            "samples": display(self.samples) if shown_samples is None else shown_samples,
         }
 
 

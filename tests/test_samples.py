@@ -125,3 +125,25 @@ def test_an_event_holds_the_samples_of_its_tick_not_later_ones(tmp_path: Path):
     d.process(record(4, 7000))
     assert len(live.samples["curr_occupancy_bytes"]) == 5
     assert len(snap.samples["curr_occupancy_bytes"]) == 4 and snap.metrics["curr_occupancy_bytes"] == 5000.0
+
+
+def _symptom(key: str, points: list) -> Symptom:
+    return Symptom(key=key, kind="queue_congested", family="congestion", entity=Entity("interface", "leaf01:swp1"),
+                   device="leaf01", start=T0, last=T0 + len(points), rule="queue_hot",
+                   samples={"curr_occupancy_bytes": list(points)})
+
+
+@given(steps=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(1, 8), st.booleans()), max_size=25))
+def test_an_incident_shows_its_symptoms_samples_as_they_are_now(steps):
+    """Incident.to_dict keeps each symptom's shown samples until the symptom is replaced
+    (a new snapshot) or goes: what it shows is always what a first showing shows."""
+    from engine.incidents import Incident
+    inc = Incident(id="inc-1", opened_at=T0, updated_at=T0)
+    for n, (key, length, drop) in enumerate(steps):
+        if drop:
+            inc.symptoms.pop(key, None)
+        else:
+            inc.symptoms[key] = _symptom(key, [(T0 + t, float(n * 10 + t)) for t in range(length)])
+        fresh = Incident(id="inc-1", opened_at=T0, updated_at=T0, symptoms=dict(inc.symptoms))
+        assert inc.to_dict() == fresh.to_dict()
+    assert set(inc._shown) <= set(inc.symptoms) | {"a", "b", "c"}
