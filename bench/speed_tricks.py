@@ -73,6 +73,12 @@ def _no_level_shortcut():
     baseline._may_hold = lambda *a: True  # every closed bucket's windows compared in full
 
 
+def _no_shown_samples():
+    from engine.incidents import Incident
+    from engine.samples import display
+    Incident._samples_shown = lambda self, s: display(s.samples)  # every symptom's samples shown at every change
+
+
 TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "fast_parse": ("engine/normalize.py parse_line: typed msgspec decode", _no_fast_parse, False),
     "tags_memo": ("engine/normalize.py Parser._tags: tags decoded once per series", _no_tags_memo, False),
@@ -80,6 +86,8 @@ TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
     "level_shortcut": ("engine/baseline.py _may_hold: windows no bound can pass are not compared",
                        _no_level_shortcut, False),
+    "shown_samples": ("engine/incidents.py Incident._samples_shown: a symptom's samples shown once while it is held "
+                      "(with --folder .cache/bench/kafka-200000, the Kafka bench's pause storm)", _no_shown_samples, False),
     "layouts": ("engine/lineproto.py Layouts: a line protocol head's field layout as a regex of its own "
                 "(with --line-protocol)", _no_layouts, False),
 }
