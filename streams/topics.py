@@ -19,8 +19,13 @@ STATE = "fabric.state"  # worker checkpoints, compacted: the latest snapshot per
 DEFAULT_PARTITIONS = 4
 
 ALL_TOPICS = (TELEMETRY, JOBS, SYMPTOMS, INCIDENTS, DLQ, STATE)
+# A large fabric's stage snapshot, an incident of a pause tree with hundreds of symptoms
+# (each with its samples: about 5 KB a symptom), a stage's symptoms of a few seconds: over
+# the broker's default max.message.bytes (1 MiB), which would refuse them (the producer
+# allows 16 MiB: streams/app.py). Topics created here take them.
+LARGE_MESSAGES = {"max.message.bytes": str(16 * 1024 * 1024)}
 COMPACTED = {"cleanup.policy": "compact", "segment.ms": "60000", "min.cleanable.dirty.ratio": "0.1",
-             "max.message.bytes": str(16 * 1024 * 1024)}  # a large fabric's stage snapshot
+             **LARGE_MESSAGES}
 
 
 def pipeline_topics(prefix: str = "", partitions: int = DEFAULT_PARTITIONS) -> dict[str, int]:
@@ -71,7 +76,8 @@ def ensure_topics(*, bootstrap: str, topics: dict[str, int], timeout_s: float = 
     """Create the topics (name -> partitions, replication 1; optional per-topic broker
     configs) that do not exist yet and wait until they have leaders; return the names
     created, in the order given. A topic whose name ends with the state topic's name is
-    created compacted."""
+    created compacted; it and those whose names end with the symptoms' or the incidents'
+    take messages of up to 16 MiB (`LARGE_MESSAGES`)."""
     for name, partitions in topics.items():
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(f"{name!r} is not a valid Kafka topic name ([A-Za-z0-9._-], 1..249 characters)")
@@ -87,6 +93,8 @@ def ensure_topics(*, bootstrap: str, topics: dict[str, int], timeout_s: float = 
             for n in topics:
                 if n.endswith(STATE):
                     configs.setdefault(n, COMPACTED)
+                elif n.endswith((SYMPTOMS, INCIDENTS)):
+                    configs.setdefault(n, LARGE_MESSAGES)
             wanted = {n: {"num_partitions": p, "replication_factor": 1, **({"configs": configs[n]} if n in configs else {})}
                       for n, p in topics.items() if n not in existing}
             if not wanted:

@@ -66,3 +66,35 @@ def test_keyed_round_trip(kafka_bootstrap):
         except Exception:  # cleanup only; the broker's state dir is disposable
             pass
         admin.close()
+
+
+def test_the_pipeline_topics_take_an_incident_and_symptoms_over_one_mib(kafka_bootstrap):
+    """An incident of a pause tree with hundreds of symptoms (each with its samples) is
+    over the broker's default max.message.bytes (1 MiB): the topics `ensure_topics`
+    creates for incidents and symptoms take it, as the state topic takes a snapshot."""
+    import os
+
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from streams.topics import INCIDENTS, STATE, SYMPTOMS, ensure_topics, pipeline_topics
+
+    prefix = f"fabric-rca-test-{uuid.uuid4().hex[:12]}."
+    ensure_topics(bootstrap=kafka_bootstrap, topics=pipeline_topics(prefix))
+    value = os.urandom(3 * 1024 * 1024)  # (incompressible; no compression anyway)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", max_request_size=16 * 1024 * 1024,
+                             request_timeout_ms=20_000, max_block_ms=20_000)
+    try:
+        for name in (INCIDENTS, SYMPTOMS, STATE):
+            producer.send(prefix + name, key=b"k", value=value).get(timeout=20)  # raises if the broker refuses
+    finally:
+        producer.close(timeout=5)
+    for name in (INCIDENTS, SYMPTOMS, STATE):
+        consumer = KafkaConsumer(prefix + name, bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, request_timeout_ms=20_000)
+        try:
+            got, deadline = [], time.monotonic() + DEADLINE_S
+            while not got and time.monotonic() < deadline:
+                got = [r.value for records in consumer.poll(timeout_ms=500).values() for r in records]
+        finally:
+            consumer.close()
+        assert got == [value], f"{name}: {len(got)} messages read back"
