@@ -34,6 +34,7 @@ AGENT_PREFIX = "streams.app."  # the agents' names (faust's default: their modul
 @dataclass
 class Counters:
     incident_changes: int = 0
+    unpublished: int = 0  # incident changes the broker refused on the incidents topic (stored all the same)
     first_read_at: float | None = None  # wall time of the first telemetry message (/metrics)
     last_read_at: float | None = None  # ... and of the latest
 
@@ -176,7 +177,21 @@ class Agents:
             self.counters.incident_changes += len(changes)
             await self.store.write(changes)  # idempotent upserts by incident id; queued while the store is away
             for inc in changes:
-                await self.topics.incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
+                sent = await self.topics.incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
+                sent.add_done_callback(self._published)
+
+    def _published(self, sent) -> None:
+        """Counts an incident change the broker did not take (an incidents topic made with
+        a smaller max.message.bytes than the change: streams/topics.py); faust logs each
+        with its whole value, this says it once in a line."""
+        error = "cancelled" if sent.cancelled() else sent.exception()
+        if error is None:
+            return
+        self.counters.unpublished += 1
+        if self.counters.unpublished == 1:
+            log.error("an incident change was not published on %s (%s); it is stored all the same; "
+                      "fabric_rca_incident_changes_unpublished_total counts them",
+                      self.settings.incidents_topic, str(error)[:200] or type(error).__name__)
 
     async def on_symptoms(self, event) -> None:
         key = self.correlate_key

@@ -71,7 +71,8 @@ def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
     counters, cp = agents.counters, agents.checkpoints
     dl = agents.dead_letters
     m = WorkerMetrics(dead_lettered=dl.delivered, dead_letter_truncated=dl.truncated, dead_letter_failed=dl.failed,
-                      incident_changes=counters.incident_changes, stages_restored=cp.restored,
+                      incident_changes=counters.incident_changes,
+                      incident_changes_unpublished=counters.unpublished, stages_restored=cp.restored,
                       checkpoints_refused=cp.refused, state_rebuilt_records=agents.rebuilder.records,
                       first_read_at=counters.first_read_at,
                       last_read_at=counters.last_read_at)

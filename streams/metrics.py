@@ -26,6 +26,7 @@ class WorkerMetrics:
     incidents_resolved: int = 0
     incidents_reopened: int = 0
     incident_changes: int = 0
+    incident_changes_unpublished: int = 0  # of those, refused by the broker on the incidents topic
     dead_lettered: int = 0  # dead letters the broker acknowledged
     dead_letter_truncated: int = 0  # of those, sent cut to the topic's size limit
     dead_letter_failed: int = 0  # not acknowledged after every retry
@@ -91,6 +92,9 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
                    m.incidents_reopened)
     yield _counter("fabric_rca_incident_changes_total", "Incident changes stored and published.",
                    m.incident_changes)
+    yield _counter("fabric_rca_incident_changes_unpublished_total",
+                   "Incident changes the broker refused on the incidents topic (stored all the same; "
+                   "the first one logged as an error).", m.incident_changes_unpublished)
     yield _gauge("fabric_rca_store_available", "1 when the store takes writes, 0 while it refuses them.",
                  m.store_available)
     yield _gauge("fabric_rca_store_pending_changes",

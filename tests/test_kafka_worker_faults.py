@@ -297,3 +297,44 @@ def test_a_store_outage_mid_stream_loses_no_incident_change(tmp_path, scenario_d
     finally:
         fleet.stop()
         pg.remove()
+
+
+# ------------------------------------------------------------------ an incidents topic too small
+
+def test_incident_changes_the_broker_refuses_are_counted_and_stored_all_the_same(tmp_path, scenario_dir,
+                                                                                  kafka_bootstrap, replay_once):
+    """An incidents topic made before with a smaller max.message.bytes than an incident
+    change (an operator's, or one of before streams/topics.py took 16 MiB): the broker
+    refuses the change; the worker counts it, says so once, stores every change and goes on."""
+    import uuid
+
+    from streams.topics import INCIDENTS, ensure_topics, pipeline_topics
+
+    folder = scenario_dir("pfc_storm")
+    _, expected, _ = replay_once(folder)
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    ensure_topics(bootstrap=kafka_bootstrap, topics=pipeline_topics(prefix),
+                  configs={prefix + INCIDENTS: {"max.message.bytes": "2000"}})  # (an incident with samples is more)
+    fleet = Fleet(tmp_path, folder, kafka_bootstrap, prefix=prefix)
+    try:
+        base = fleet.start("w1")
+        fleet.publish()
+        got = _wait_statuses(fleet, expected)
+        assert _statuses(got) == _statuses(expected) and _summary(got) == _summary(expected), fleet.logs()
+        # every change is on the topic or counted as refused (the broker's answers come after the store write)
+        on_topic: list = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            samples = _metrics(base)
+            on_topic = _consume(fleet.bootstrap, prefix + INCIDENTS, until=lambda g: False, timeout=3)
+            total, refused = (samples["fabric_rca_incident_changes_total"],
+                              samples["fabric_rca_incident_changes_unpublished_total"])
+            if refused + len(on_topic) == total:
+                break
+        assert refused > 0 and refused + len(on_topic) == total, (total, refused, len(on_topic))
+        assert all(len(m.value) <= 2000 for m in on_topic)  # (only the small ones got through)
+        assert fleet.alive("w1"), fleet.logs()
+        log = (tmp_path / "w1.log").read_text()
+        assert log.count("fabric_rca_incident_changes_unpublished_total counts them") == 1, fleet.logs()
+    finally:
+        fleet.stop()
