@@ -27,6 +27,7 @@ class WorkerMetrics:
     incidents_reopened: int = 0
     incident_changes: int = 0
     incident_changes_unpublished: int = 0  # of those, refused by the broker on the incidents topic
+    symptom_messages_unpublished: int = 0  # symptoms messages the broker refused (lost to correlation)
     dead_lettered: int = 0  # dead letters the broker acknowledged
     dead_letter_truncated: int = 0  # of those, sent cut to the topic's size limit
     dead_letter_failed: int = 0  # not acknowledged after every retry
@@ -75,11 +76,7 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
     for reason, (n, example) in sorted(m.unused.items()) or [("none", (0, ""))]:
         unused.add_metric([reason, example], n)
     yield unused
-    yield _counter("fabric_rca_dead_lettered_total", "Dead letters the broker acknowledged.", m.dead_lettered)
-    yield _counter("fabric_rca_dead_letter_truncated_total",
-                   "Dead letters sent cut to the size limit (header truncated).", m.dead_letter_truncated)
-    yield _counter("fabric_rca_dead_letter_failed_total",
-                   "Dead letters not acknowledged after every retry (logged as errors).", m.dead_letter_failed)
+    yield from _dead_letters(m)
     yield _counter("fabric_rca_duplicates_total", "Duplicate records dropped.", m.duplicates)
     yield _counter("fabric_rca_late_superseded_total",
                    "Late records older than a sample of their series already read: taken, no rate (the newer "
@@ -92,9 +89,7 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
                    m.incidents_reopened)
     yield _counter("fabric_rca_incident_changes_total", "Incident changes stored and published.",
                    m.incident_changes)
-    yield _counter("fabric_rca_incident_changes_unpublished_total",
-                   "Incident changes the broker refused on the incidents topic (stored all the same; "
-                   "the first one logged as an error).", m.incident_changes_unpublished)
+    yield from _unpublished(m)
     yield _gauge("fabric_rca_store_available", "1 when the store takes writes, 0 while it refuses them.",
                  m.store_available)
     yield _gauge("fabric_rca_store_pending_changes",
@@ -122,6 +117,23 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
     yield _gauge("fabric_rca_last_read_timestamp_seconds",
                  "Unix time this worker finished its latest telemetry message (0: none yet); "
                  "time() minus this is how long its telemetry has been silent.", m.last_read_at or 0)
+
+
+def _dead_letters(m: WorkerMetrics) -> Iterator[Metric]:
+    yield _counter("fabric_rca_dead_lettered_total", "Dead letters the broker acknowledged.", m.dead_lettered)
+    yield _counter("fabric_rca_dead_letter_truncated_total",
+                   "Dead letters sent cut to the size limit (header truncated).", m.dead_letter_truncated)
+    yield _counter("fabric_rca_dead_letter_failed_total",
+                   "Dead letters not acknowledged after every retry (logged as errors).", m.dead_letter_failed)
+
+
+def _unpublished(m: WorkerMetrics) -> Iterator[Metric]:
+    yield _counter("fabric_rca_incident_changes_unpublished_total",
+                   "Incident changes the broker refused on the incidents topic (stored all the same; "
+                   "the first one logged as an error).", m.incident_changes_unpublished)
+    yield _counter("fabric_rca_symptom_messages_unpublished_total",
+                   "Symptoms messages the broker refused on the symptoms topic: their events never reached "
+                   "correlation (the first one logged as an error).", m.symptom_messages_unpublished)
 
 
 def _delay(m: WorkerMetrics) -> float:

@@ -336,5 +336,36 @@ def test_incident_changes_the_broker_refuses_are_counted_and_stored_all_the_same
         assert fleet.alive("w1"), fleet.logs()
         log = (tmp_path / "w1.log").read_text()
         assert log.count("fabric_rca_incident_changes_unpublished_total counts them") == 1, fleet.logs()
+        assert samples["fabric_rca_symptom_messages_unpublished_total"] == 0
+    finally:
+        fleet.stop()
+
+
+def test_symptoms_messages_the_broker_refuses_are_counted_and_said_once(tmp_path, scenario_dir, kafka_bootstrap):
+    """A symptoms topic made before with a smaller max.message.bytes than a stage's
+    symptoms message: the broker refuses it and its events never reach correlation; the
+    worker counts those messages, says so once, and goes on reading its input."""
+    import uuid
+
+    from streams.topics import SYMPTOMS, ensure_topics, pipeline_topics
+
+    folder = scenario_dir("pfc_storm")
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    ensure_topics(bootstrap=kafka_bootstrap, topics=pipeline_topics(prefix),
+                  configs={prefix + SYMPTOMS: {"max.message.bytes": "2000"}})  # (a symptom with samples is more)
+    fleet = Fleet(tmp_path, folder, kafka_bootstrap, prefix=prefix)
+    try:
+        base = fleet.start("w1")
+        published = fleet.publish()
+        samples = _wait_records(base, published.records)
+        deadline = time.monotonic() + 30
+        while samples["fabric_rca_symptom_messages_unpublished_total"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            samples = _metrics(base)
+        assert samples["fabric_rca_records_total"] == published.records
+        assert samples["fabric_rca_symptom_messages_unpublished_total"] > 0
+        assert fleet.alive("w1"), fleet.logs()
+        log = (tmp_path / "w1.log").read_text()
+        assert log.count("fabric_rca_symptom_messages_unpublished_total counts them") == 1, fleet.logs()
     finally:
         fleet.stop()
