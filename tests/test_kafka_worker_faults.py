@@ -299,23 +299,34 @@ def test_a_store_outage_mid_stream_loses_no_incident_change(tmp_path, scenario_d
         pg.remove()
 
 
-# ------------------------------------------------------------------ an incidents topic too small
+# ------------------------------------------------------------------ topics made too small
+
+SMALL_BYTES = "2000"  # a topic's max.message.bytes: under an incident's, and a symptom's with its samples
+
+
+def _fleet_with_small_topic(tmp_path, folder, bootstrap: str, topic: str) -> Fleet:
+    """A fleet whose `topic` (a pipeline topic's name) was made before, with SMALL_BYTES."""
+    import uuid
+
+    from streams.topics import ensure_topics, pipeline_topics
+
+    prefix = f"t{uuid.uuid4().hex[:8]}."
+    ensure_topics(bootstrap=bootstrap, topics=pipeline_topics(prefix),
+                  configs={prefix + topic: {"max.message.bytes": SMALL_BYTES}})
+    return Fleet(tmp_path, folder, bootstrap, prefix=prefix)
+
 
 def test_incident_changes_the_broker_refuses_are_counted_and_stored_all_the_same(tmp_path, scenario_dir,
                                                                                   kafka_bootstrap, replay_once):
     """An incidents topic made before with a smaller max.message.bytes than an incident
     change (an operator's, or one of before streams/topics.py took 16 MiB): the broker
     refuses the change; the worker counts it, says so once, stores every change and goes on."""
-    import uuid
-
-    from streams.topics import INCIDENTS, ensure_topics, pipeline_topics
+    from streams.topics import INCIDENTS
 
     folder = scenario_dir("pfc_storm")
     _, expected, _ = replay_once(folder)
-    prefix = f"t{uuid.uuid4().hex[:8]}."
-    ensure_topics(bootstrap=kafka_bootstrap, topics=pipeline_topics(prefix),
-                  configs={prefix + INCIDENTS: {"max.message.bytes": "2000"}})  # (an incident with samples is more)
-    fleet = Fleet(tmp_path, folder, kafka_bootstrap, prefix=prefix)
+    fleet = _fleet_with_small_topic(tmp_path, folder, kafka_bootstrap, INCIDENTS)  # (an incident with samples is more)
+    prefix = fleet.prefix
     try:
         base = fleet.start("w1")
         fleet.publish()
@@ -332,7 +343,7 @@ def test_incident_changes_the_broker_refuses_are_counted_and_stored_all_the_same
             if refused + len(on_topic) == total:
                 break
         assert refused > 0 and refused + len(on_topic) == total, (total, refused, len(on_topic))
-        assert all(len(m.value) <= 2000 for m in on_topic)  # (only the small ones got through)
+        assert all(len(m.value) <= int(SMALL_BYTES) for m in on_topic)  # (only the small ones got through)
         assert fleet.alive("w1"), fleet.logs()
         log = (tmp_path / "w1.log").read_text()
         assert log.count("fabric_rca_incident_changes_unpublished_total counts them") == 1, fleet.logs()
@@ -345,15 +356,9 @@ def test_symptoms_messages_the_broker_refuses_are_counted_and_said_once(tmp_path
     """A symptoms topic made before with a smaller max.message.bytes than a stage's
     symptoms message: the broker refuses it and its events never reach correlation; the
     worker counts those messages, says so once, and goes on reading its input."""
-    import uuid
+    from streams.topics import SYMPTOMS
 
-    from streams.topics import SYMPTOMS, ensure_topics, pipeline_topics
-
-    folder = scenario_dir("pfc_storm")
-    prefix = f"t{uuid.uuid4().hex[:8]}."
-    ensure_topics(bootstrap=kafka_bootstrap, topics=pipeline_topics(prefix),
-                  configs={prefix + SYMPTOMS: {"max.message.bytes": "2000"}})  # (a symptom with samples is more)
-    fleet = Fleet(tmp_path, folder, kafka_bootstrap, prefix=prefix)
+    fleet = _fleet_with_small_topic(tmp_path, scenario_dir("pfc_storm"), kafka_bootstrap, SYMPTOMS)
     try:
         base = fleet.start("w1")
         published = fleet.publish()
