@@ -48,6 +48,8 @@ class Checkpoints:
         self._cache: dict[str, tuple[int, bytes]] | None = None
         self._reading: asyncio.Future | None = None  # the read of the state topic under way
         self._delivering: dict[str, asyncio.Future] = {}  # key -> its latest snapshot's delivery
+        self._carried: dict[str, list] = {}  # key -> input of snapshots not delivered: acked by the next that is
+        self.undelivered = 0  # snapshots the broker did not take (/metrics)
         self.restored = 0
         self.refused = 0  # snapshots the stages refused (rebuilt from input instead)
         self.revocations = 0  # rebalances that took partitions away (a stage being rebuilt may be one's)
@@ -131,8 +133,8 @@ class Checkpoints:
         then ack its input in the background, so the agent goes on processing while the
         broker confirms (deliveries of one stage stay in order: each waits for the last)."""
         events = self.unacked.get(key)
-        if not events or not self.may_save(key):
-            return
+        if not (events or self._carried.get(key)) or not self.may_save(key):
+            return  # (nothing new, and nothing held back by a snapshot the broker did not take)
         # Packed now (it reads the live stage), compressed in a thread: zlib lets the agents run meanwhile.
         packed, offset = checkpoint.pack(self.stages[key].state()), self.covered[key]
         self.unacked[key] = []
@@ -141,17 +143,28 @@ class Checkpoints:
         self._delivering[key] = asyncio.ensure_future(self._deliver(previous, key, offset, packed, events))
 
     async def _deliver(self, previous, key: str, offset: int, packed: bytes, events: list) -> None:
+        """Deliver one snapshot after the stage's one before (in order on the state topic);
+        then ack its input, and that of earlier ones the broker did not take: a snapshot is
+        the whole state, so one delivered covers every input before its offset. A stage
+        whose snapshots fail (the broker away, one over the topic's max.message.bytes) goes
+        on; its input stays unacked until one is delivered, and the first failure of a run
+        is logged (`undelivered` counts each)."""
         if previous is not None:
-            await previous  # a failed earlier delivery fails this one too: nothing is acked past it
+            await previous  # (never raises)
         try:
             blob = await asyncio.get_running_loop().run_in_executor(None, checkpoint.compress, packed)
             await self.app.producer.flush()
             delivery = await self.topic.send(key=key.encode(), value=state.encode(offset, blob))
             await delivery
         except Exception:
-            log.exception("snapshot of %s at offset %d not delivered; its input stays unacked", key, offset)
-            raise
-        for event in events:
+            self.undelivered += 1
+            if key not in self._carried:
+                log.exception("snapshot of %s at offset %d (%d bytes) not delivered; its input stays unacked "
+                              "until one is (fabric_rca_snapshots_undelivered_total counts them)",
+                              key, offset, len(packed))
+            self._carried.setdefault(key, []).extend(events)
+            return
+        for event in self._carried.pop(key, []) + events:
             event.ack()
 
     async def settle(self, keys: list[str]) -> None:
@@ -170,5 +183,5 @@ class Checkpoints:
 
     def discard(self, keys: list[str]) -> None:
         for key in keys:
-            for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering):
+            for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering, self._carried):
                 d.pop(key, None)

@@ -74,7 +74,7 @@ def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
                       incident_changes=counters.incident_changes,
                       incident_changes_unpublished=counters.unpublished,
                       symptom_messages_unpublished=counters.unsent_symptoms, stages_restored=cp.restored,
-                      checkpoints_refused=cp.refused, state_rebuilt_records=agents.rebuilder.records,
+                      checkpoints_refused=cp.refused, snapshots_undelivered=cp.undelivered, state_rebuilt_records=agents.rebuilder.records,
                       first_read_at=counters.first_read_at,
                       last_read_at=counters.last_read_at)
     m.store_available, m.store_pending_changes = int(agents.store.available), len(agents.store.pending)

@@ -28,6 +28,7 @@ class WorkerMetrics:
     incident_changes: int = 0
     incident_changes_unpublished: int = 0  # of those, refused by the broker on the incidents topic
     symptom_messages_unpublished: int = 0  # symptoms messages the broker refused (lost to correlation)
+    snapshots_undelivered: int = 0  # stage snapshots the broker did not take (their input stays unacked)
     dead_lettered: int = 0  # dead letters the broker acknowledged
     dead_letter_truncated: int = 0  # of those, sent cut to the topic's size limit
     dead_letter_failed: int = 0  # not acknowledged after every retry
@@ -134,6 +135,10 @@ def _unpublished(m: WorkerMetrics) -> Iterator[Metric]:
     yield _counter("fabric_rca_symptom_messages_unpublished_total",
                    "Symptoms messages the broker refused on the symptoms topic: their events never reached "
                    "correlation (the first one logged as an error).", m.symptom_messages_unpublished)
+    yield _counter("fabric_rca_snapshots_undelivered_total",
+                   "Stage snapshots the broker did not take (away, or one over the state topic's max.message.bytes: "
+                   "more partitions make them smaller); their input stays unacked until one is delivered.",
+                   m.snapshots_undelivered)
 
 
 def _delay(m: WorkerMetrics) -> float:

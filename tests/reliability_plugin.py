@@ -137,7 +137,7 @@ def _watch_fuzz() -> None:
 
 def pytest_collection_finish(session):
     names = {item.module.__name__ for item in session.items if getattr(item, "module", None)}
-    if {"test_kafka_workers", "test_kafka_worker_faults", "test_kafka_corpus"} & names:
+    if {"test_kafka_workers", "test_kafka_worker_faults", "test_kafka_worker_refusals", "test_kafka_corpus"} & names:
         _watch_fleets()
     if "test_api_fuzz" in names:
         _watch_fuzz()

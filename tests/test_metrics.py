@@ -41,7 +41,7 @@ def test_names_types_and_help_are_the_contract():
     types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE"))
     counters = ["records", "rejects", "dead_lettered", "dead_letter_truncated", "dead_letter_failed", "duplicates",
                 "late_superseded", "symptoms", "incidents_opened", "incidents_resolved", "incidents_reopened", "incident_changes",
-                "incident_changes_unpublished", "symptom_messages_unpublished",
+                "incident_changes_unpublished", "symptom_messages_unpublished", "snapshots_undelivered",
                 "checkpoints_refused",
                 "stages_restored", "state_rebuilt_records", "late_events", "unused"]
     gauges = ["store_available", "store_pending_changes", "consumer_lag_messages", "idle_partitions",
