@@ -34,8 +34,8 @@ AGENT_PREFIX = "streams.app."  # the agents' names (faust's default: their modul
 @dataclass
 class Counters:
     incident_changes: int = 0
-    unpublished: int = 0  # incident changes the broker refused on the incidents topic (stored all the same)
-    unsent_symptoms: int = 0  # symptoms messages the broker refused (their events never reach correlation)
+    incident_changes_unpublished: int = 0  # incident changes the broker refused on the incidents topic (stored all the same)
+    symptom_messages_unpublished: int = 0  # symptoms messages the broker refused (their events never reach correlation)
     first_read_at: float | None = None  # wall time of the first telemetry message (/metrics)
     last_read_at: float | None = None  # ... and of the latest
 
@@ -125,8 +125,8 @@ class Agents:
         events = stage.events()
         if events:  # one message for what this input produced (a few seconds' ticks)
             sent = await self.topics.symptoms.send(key=b"stage", value=encode_batch(events))
-            self._watch(sent, "unsent_symptoms", self.settings.symptoms_topic,
-                        "their events never reach correlation", "fabric_rca_symptom_messages_unpublished_total")
+            self._watch(sent, "symptom_messages_unpublished", self.settings.symptoms_topic,
+                        "their events never reach correlation")
 
     # -------------------------------------------------------------------- jobs
     async def on_job(self, event) -> None:
@@ -181,13 +181,14 @@ class Agents:
             await self.store.write(changes)  # idempotent upserts by incident id; queued while the store is away
             for inc in changes:
                 sent = await self.topics.incidents.send(key=inc["id"].encode(), value=orjson.dumps(inc))
-                self._watch(sent, "unpublished", self.settings.incidents_topic, "it is stored all the same",
-                            "fabric_rca_incident_changes_unpublished_total")
+                self._watch(sent, "incident_changes_unpublished", self.settings.incidents_topic,
+                            "it is stored all the same")
 
-    def _watch(self, sent, counter: str, topic: str, consequence: str, metric: str) -> None:
-        """Count (`Counters.<counter>`) a message the broker does not take, such as one over
-        the max.message.bytes of a topic made before streams/topics.py took 16 MiB; faust
-        logs a warning each time, this an error once, saying what it costs."""
+    def _watch(self, sent, counter: str, topic: str, consequence: str) -> None:
+        """Count (`Counters.<counter>`, /metrics `fabric_rca_<counter>_total`) a message the
+        broker does not take, such as one over the max.message.bytes of a topic made before
+        streams/topics.py took 16 MiB; faust logs a warning each time, this an error once,
+        saying what it costs."""
         def done(fut) -> None:
             error = "cancelled" if fut.cancelled() else fut.exception()
             if error is None:
@@ -195,8 +196,8 @@ class Agents:
             n = getattr(self.counters, counter) + 1
             setattr(self.counters, counter, n)
             if n == 1:
-                log.error("a message was not published on %s (%s): %s; %s counts them", topic,
-                          str(error)[:200] or type(error).__name__, consequence, metric)
+                log.error("a message was not published on %s (%s): %s; fabric_rca_%s_total counts them", topic,
+                          str(error)[:200] or type(error).__name__, consequence, counter)
         sent.add_done_callback(done)
 
     async def on_symptoms(self, event) -> None:

@@ -72,8 +72,8 @@ def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
     dl = agents.dead_letters
     m = WorkerMetrics(dead_lettered=dl.delivered, dead_letter_truncated=dl.truncated, dead_letter_failed=dl.failed,
                       incident_changes=counters.incident_changes,
-                      incident_changes_unpublished=counters.unpublished,
-                      symptom_messages_unpublished=counters.unsent_symptoms, stages_restored=cp.restored,
+                      incident_changes_unpublished=counters.incident_changes_unpublished,
+                      symptom_messages_unpublished=counters.symptom_messages_unpublished, stages_restored=cp.restored,
                       checkpoints_refused=cp.refused, snapshots_undelivered=cp.undelivered, state_rebuilt_records=agents.rebuilder.records,
                       first_read_at=counters.first_read_at,
                       last_read_at=counters.last_read_at)
