@@ -22,6 +22,7 @@ from engine.job_sources import job_message_events
 from engine.pipeline import CorrelateStage, DetectStage
 from streams.checkpoints import Checkpoints, log, patiently
 from streams.deadletter import DeadLetters, letters
+from streams.detect_child import DetectChild
 from streams.rebuild import Rebuilder
 from streams.settings import WorkerSettings
 from streams.sources import Sources, telemetry_sources
@@ -57,8 +58,10 @@ class Agents:
     """What the agents share, and the one function per message each of them runs."""
 
     def __init__(self, settings: WorkerSettings, topics: Topics, checkpoints: Checkpoints, *, sink,
-                 parts: EngineParts, read_partitions: Callable[[], dict[str, int]], rebuilder: Rebuilder):
+                 parts: EngineParts, read_partitions: Callable[[], dict[str, int]], rebuilder: Rebuilder,
+                 children: list[DetectChild] = ()):
         self.settings, self.topics, self.checkpoints, self.sink = settings, topics, checkpoints, sink
+        self.children = list(children)  # the detect stages' processes (streams.detect_child); none: in this one
         self.rebuilder = rebuilder  # re-reads the input of a stage whose snapshot was refused
         self.parts = parts  # the engine's rules, topology, models and config (compose.build_engine)
         self.read_partitions = read_partitions
@@ -100,15 +103,33 @@ class Agents:
         if stage is None:  # first message of a partition here: restore or create its stage
             stage = await checkpoints.stage(key, lambda: self.new_detect(source), lambda fresh: self.rebuilder.run(
                 key, fresh, topic=msg.topic, partition=msg.partition, stop=msg.offset, feed=self.reread_telemetry))
+            if self.children:  # made here, restored or rebuilt; it runs in a child from now on
+                child = self.children[msg.partition % len(self.children)]
+                stage = checkpoints.stages[key] = child.stage(key, source, stage)
         if checkpoints.seen(key, event):
             return
         self.offsets[(msg.topic, msg.partition)] = msg.offset
+        if self.children:
+            await stage.child.feed(stage, event.value, lambda answer: self._fed(key, stage, event, answer))
+            if checkpoints.due(key):
+                checkpoints.start_save(key)  # (taken in line behind the messages sent: not awaited here)
+            return
         if stage.feed(event.value):  # rejects or events to hand on (about once a second)
-            await self._hand_on(stage, event, f"{source}@{msg.offset}")
+            await self._hand_on(event, stage.take_rejects(), stage.events(), f"{source}@{msg.offset}")
         checkpoints.hold(key, event)
         counters.last_read_at = time.time()
         if checkpoints.due(key):
             await checkpoints.save(key)
+
+    async def _fed(self, key: str, stage, event, answer: tuple | None) -> None:
+        """The child's answer to one message, taken in order: handed on, then held."""
+        if self.checkpoints.stages.get(key) is not stage:
+            return  # let go of meanwhile: the next owner re-reads it from the last snapshot
+        if answer is not None:
+            rejects, events = answer
+            await self._hand_on(event, rejects, events, f"{self._name(event.message)[0]}@{event.message.offset}")
+        self.checkpoints.hold(key, event)
+        self.counters.last_read_at = time.time()
 
     @staticmethod
     def reread_telemetry(stage: DetectStage, value: bytes) -> None:
@@ -118,13 +139,13 @@ class Agents:
             stage.events()
             stage.take_rejects()
 
-    async def _hand_on(self, stage: DetectStage, event, where: str) -> None:
-        rejects = stage.take_rejects()
+    async def _hand_on(self, event, rejects: list | None, events: list | bytes | None, where: str) -> None:
+        """A message's dead letters, then its stage events (a list, or encoded by the child)."""
         if rejects:  # before the input is held for acking: a dead letter is never lost
             await self.dead_letter(event, rejects, where)
-        events = stage.events()
         if events:  # one message for what this input produced (a few seconds' ticks)
-            sent = await self.topics.symptoms.send(key=b"stage", value=encode_batch(events))
+            value = events if isinstance(events, bytes) else encode_batch(events)
+            sent = await self.topics.symptoms.send(key=b"stage", value=value)
             self._watch(sent, "symptom_messages_unpublished", self.settings.symptoms_topic,
                         "their events never reach correlation")
 
@@ -238,6 +259,12 @@ class Agents:
         self.checkpoints.forget_cache()
 
 
+def _answers_of(child: DetectChild):
+    async def detect_answers() -> None:
+        await child.run()  # (fails, and faust stops the worker, if the child does)
+    return detect_answers
+
+
 def register(app: faust.App, agents: Agents) -> None:
     """The agents, timers and rebalance handlers of the worker app."""
     topics = agents.topics
@@ -257,6 +284,9 @@ def register(app: faust.App, agents: Agents) -> None:
     async def correlate(stream):
         async for event in manual_events(stream):
             await agents.on_symptoms(event)
+
+    for child in agents.children:
+        app.task(_answers_of(child))
 
     @app.timer(interval=1.0)
     async def release_idle_sources():

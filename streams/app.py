@@ -27,6 +27,7 @@ from compose import EngineParts, build_engine
 from streams import agents as agent_loops
 from streams import health, state
 from streams.checkpoints import Checkpoints
+from streams.detect_child import DetectChild
 from streams.rebuild import broker_rebuilder
 from streams.store import LazySink
 from streams.settings import WorkerSettings
@@ -78,6 +79,8 @@ def build_app(settings: WorkerSettings, *, parts: EngineParts | None = None,
     to asking the broker; broker-free tests pass their own."""
     if parts is None:
         parts = build_engine(settings.engine)
+    # Forked now, before the store's and faust's threads: it inherits the engine's parts.
+    children = [DetectChild(parts) for _ in range(settings.detect_processes)]
     if parts.maintenance is None:  # the store's maintenance windows, re-read in a thread of their own
         from api.maintenance import StoreWindows
         parts = dataclasses.replace(parts, maintenance=StoreWindows(settings.db_url))
@@ -97,7 +100,7 @@ def build_app(settings: WorkerSettings, *, parts: EngineParts | None = None,
     rebuilder = broker_rebuilder(bootstrap=settings.bootstrap, security=settings.kafka_security,
                                  max_records=settings.rebuild_max_records, max_bytes=settings.rebuild_max_bytes)
     agents = agent_loops.Agents(settings, topics, checkpoints, sink=sink, parts=parts, read_partitions=partitions,
-                                rebuilder=rebuilder)
+                                rebuilder=rebuilder, children=children)
     agent_loops.register(app, agents)
     health.register(app, agents)
     app.fabric_checkpoints = checkpoints  # for tests and health

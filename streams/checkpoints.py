@@ -132,13 +132,33 @@ class Checkpoints:
         """Snapshot the stage now; deliver everything it produced so far, the snapshot,
         then ack its input in the background, so the agent goes on processing while the
         broker confirms (deliveries of one stage stay in order: each waits for the last)."""
-        events = self.unacked.get(key)
-        if not (events or self._carried.get(key)) or not self.may_save(key):
-            return  # (nothing new, and nothing held back by a snapshot the broker did not take)
-        # Packed now (it reads the live stage), compressed in a thread: zlib lets the agents run meanwhile.
-        packed, offset = checkpoint.pack(self.stages[key].state()), self.covered[key]
-        self.unacked[key] = []
+        asked = self.start_save(key)
+        if asked is not None:
+            await asked
+
+    def start_save(self, key: str) -> Awaitable[None] | None:
+        """`save` up to the snapshot: taken now from a stage in this process (None), or asked
+        for from a stage in the detect child (`streams.detect_child`) behind the messages
+        sent to it, taken when it arrives: the awaitable says when."""
+        stage = self.stages[key]
+        unanswered = getattr(stage, "has_unanswered", None)
+        if not (self.unacked.get(key) or self._carried.get(key) or (unanswered and unanswered())) \
+                or not self.may_save(key):
+            return None  # (nothing new, and nothing held back by a snapshot the broker did not take)
         self.saved_at[key] = time.monotonic()
+        ask = getattr(stage, "packed_state_in_order", None)
+        if ask is None:
+            self._snapshot(key, stage, checkpoint.pack(stage.state()))  # packed now: it reads the live stage
+            return None
+        return ask(lambda packed: self._snapshot(key, stage, packed))
+
+    def _snapshot(self, key: str, stage, packed: bytes) -> None:
+        """Deliver `packed`, the snapshot of `stage` covering its input held so far
+        (compressed in a thread: zlib lets the agents run meanwhile)."""
+        if self.stages.get(key) is not stage:
+            return  # let go of meanwhile (its partition moved)
+        events, offset = self.unacked[key], self.covered[key]
+        self.unacked[key] = []
         previous = self._delivering.get(key)
         self._delivering[key] = asyncio.ensure_future(self._deliver(previous, key, offset, packed, events))
 
@@ -183,5 +203,8 @@ class Checkpoints:
 
     def discard(self, keys: list[str]) -> None:
         for key in keys:
+            close = getattr(self.stages.get(key), "close", None)
+            if close is not None:  # a stage in the detect child: let go of it there too
+                close()
             for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering, self._carried):
                 d.pop(key, None)

@@ -8,6 +8,7 @@ from faust.types import TP
 
 from engine.pipeline import CorrelateStage, DetectStage
 from notify.metrics import render_notify
+from streams.detect_child import ChildStage, figures
 from streams.metrics import WorkerMetrics, render
 
 
@@ -38,19 +39,19 @@ def _detect_figures(m: WorkerMetrics, stages) -> None:
     rejects: Counter = Counter()
     clocks = []
     for stage in stages:
-        if not isinstance(stage, DetectStage):
+        if not isinstance(stage, (DetectStage, ChildStage)):
             continue
-        st = stage.stats
-        m.records += st.records
-        m.duplicates += st.duplicates
-        m.superseded += st.superseded
-        m.symptoms += st.symptoms
-        rejects.update(st.rejects)
-        for reason, (n, example) in st.unused_figures().items():
+        f = figures(stage)
+        m.records += f.records
+        m.duplicates += f.duplicates
+        m.superseded += f.superseded
+        m.symptoms += f.symptoms
+        rejects.update(f.rejects)
+        for reason, (n, example) in f.unused.items():
             entry = m.unused.setdefault(reason, [0, example])
             entry[0] += n
-        if stage.detector.clock != float("-inf"):
-            clocks.append(stage.detector.clock)
+        if f.clock != float("-inf"):
+            clocks.append(f.clock)
     m.rejects = dict(rejects)
     m.newest_event_time = max(clocks) if clocks else None
 

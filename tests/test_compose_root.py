@@ -107,8 +107,9 @@ def test_every_flag_at_once_and_each_variable_instead_of_its_flag(monkeypatch):
 
 
 def test_a_worker_started_with_mappings_maps_with_them(tmp_path, monkeypatch):
-    settings = dataclasses.replace(_worker(["--mappings", str(MAPPINGS)]), db_url=f"sqlite:///{tmp_path}/a.db",
-                                   web_port=_free_port(), data_dir=tmp_path)
+    # (the stage looked into lives in this process: with a detect child it would live there)
+    settings = dataclasses.replace(_worker(["--mappings", str(MAPPINGS), "--detect-processes", "0"]),
+                                   db_url=f"sqlite:///{tmp_path}/a.db", web_port=_free_port(), data_dir=tmp_path)
     line = b"infiniband,device=mlx5_0,host=gpu001,port=1 np_cnp_sent=3i 1764000000000000000"
     stage = _run(settings, "detect", line, "detect:fabric.telemetry:0")
     assert stage.mappings.mappings[0].name == "site_infiniband" and stage.stats.mapped == {"site_infiniband": 1}
@@ -155,7 +156,7 @@ def _run(settings, agent: str, value: bytes, key: str):
 
 def test_a_worker_started_with_resolve_after_30_correlates_so(tmp_path):
     settings = dataclasses.replace(
-        _worker(["--resolve-after", "30", "--lateness", "7", "--skew", "12"]),
+        _worker(["--resolve-after", "30", "--lateness", "7", "--skew", "12", "--detect-processes", "0"]),
         db_url=f"sqlite:///{tmp_path}/a.db", web_port=_free_port(), data_dir=tmp_path)
     tick = encode_batch([StageEvent(TICK, 100.0, "fabric.telemetry:0")])
     stage = _run(settings, "correlate", tick, f"correlate:{settings.symptoms_topic}")

@@ -8,6 +8,10 @@ from pathlib import Path
 from cli.common import DB_HELP, CliError, count, db_url, kafka_security_arguments, positive
 
 
+MAX_DETECT_PROCESSES = 16
+DEFAULT_DETECT_PROCESSES = 4
+
+
 def add(sub) -> None:
     from cli.engine_flags import add_engine_arguments
     from cli.notify_flags import add_notify_arguments
@@ -27,6 +31,10 @@ def add(sub) -> None:
                         "(default 1000000; 0: none)")
     w.add_argument("--rebuild-max-bytes", type=count, default=1 << 30, metavar="B",
                    help="... and at most B bytes of them (default 1 GiB)")
+    w.add_argument("--detect-processes", type=int, choices=range(MAX_DETECT_PROCESSES + 1), metavar="N",
+                   help="child processes the detect stages run in, beside faust and correlation (a partition's stage in "
+                        "child partition %% N); 0: in the worker's process (or FABRIC_RCA_DETECT_PROCESSES; "
+                        "default 4 with two usable cores or more, else 0)")
     w.add_argument("--metrics-port", type=int, default=9108, help="HTTP port of /healthz (default 9108)")
     w.add_argument("--metrics-bind", default="127.0.0.1")
     w.add_argument("--data-dir", default=".fabric-rca-worker", help="faust's local state folder")
@@ -66,7 +74,7 @@ def worker_settings(args):
         web_port=args.metrics_port, web_bind=args.metrics_bind, loglevel=args.loglevel, log_format=args.log_format,
         data_dir=Path(args.data_dir), idle_partition_s=args.idle_partition_s,
         rebuild_max_records=args.rebuild_max_records, rebuild_max_bytes=args.rebuild_max_bytes,
-        kafka_security=security.from_args(args, env),
+        kafka_security=security.from_args(args, env), detect_processes=detect_processes(args, env),
         notify=notify_settings_from(args, console_default="http://127.0.0.1:8000", topology=engine.topology,
                                     env=env),
     )
@@ -75,6 +83,22 @@ def worker_settings(args):
     if topics:
         settings = dataclasses.replace(settings, telemetry_topics=tuple(args.topic_prefix + t for t in topics))
     return settings
+
+
+def detect_processes(args, env) -> int:
+    """--detect-processes, else FABRIC_RCA_DETECT_PROCESSES, else DEFAULT_DETECT_PROCESSES where a
+    second core can run them (one per partition of a default topic: on 2 cores 1, 2 and 4 children
+    took a worker to 21, 26 and 28 % of faust's raw rate, docs/benchmarks.md)."""
+    from engine.shards import usable_cores
+
+    if args.detect_processes is not None:
+        return args.detect_processes
+    raw = env.get("FABRIC_RCA_DETECT_PROCESSES", "").strip()
+    if not raw:
+        return DEFAULT_DETECT_PROCESSES if usable_cores() >= 2 else 0
+    if not raw.isdigit() or int(raw) > MAX_DETECT_PROCESSES:
+        raise CliError(f"FABRIC_RCA_DETECT_PROCESSES={raw!r}: expected a count from 0 to {MAX_DETECT_PROCESSES}")
+    return int(raw)
 
 
 def add_topics(sub) -> None:

@@ -1,0 +1,192 @@
+"""The detect stages in a child process (streams/detect_child.py), with a real child and
+no broker: the detect agent sends what it sends with the stages in its own process, a
+snapshot covers exactly the messages held when it is taken, and a child that dies fails
+the worker loudly instead of leaving it running without its stages.
+
+The real-broker tests (tests/test_kafka_*.py) run `fabric-rca worker`, whose default on
+two cores or more is four detect children: restarts, rebalances and refused snapshots go
+through it there.
+"""
+from __future__ import annotations
+
+import asyncio
+import gzip
+from pathlib import Path
+from unittest import mock
+
+import faust
+import pytest
+
+from compose import EngineSettings, build_engine, new_detect_stage
+from engine import checkpoint
+from engine.events import decode_batch
+from streams.app import build_app
+from streams.detect_child import ChildFailed, ChildStage, DetectChild, figures
+from streams.publish import messages_of_line
+from streams.settings import WorkerSettings
+from testkit.ports import free_port
+
+SOURCE, KEY = "fabric.telemetry:0", "detect:fabric.telemetry:0"
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory) -> Path:
+    import sim
+
+    out = tmp_path_factory.mktemp("pfc_storm")
+    sim.simulate(out=out, scenario="pfc_storm", seed=3, duration=60)
+    return out
+
+
+@pytest.fixture(scope="module")
+def values(scenario) -> list[bytes]:
+    with gzip.open(scenario / "telemetry.jsonl.gz") as fh:
+        lines = fh.read().splitlines()
+    out = [m.value for line in lines for m in messages_of_line(line)]
+    out[40:40] = [b'{"name": "switch_port", "tags": {', b'{"name":"nic_port","fields":{"x":1}}']  # dead letters
+    return out
+
+
+def _settings(tmp_path: Path, scenario: Path, processes: int) -> WorkerSettings:
+    return WorkerSettings(bootstrap="127.0.0.1:1", db_url=f"sqlite:///{tmp_path}/{processes}.db",
+                          engine=EngineSettings(topology=scenario / "topology.dot", jobs_file=scenario / "jobs.jsonl"),
+                          web_port=free_port(), data_dir=tmp_path / str(processes), checkpoint_every_s=3600,
+                          detect_processes=processes)
+
+
+def _detect(settings: WorkerSettings, values: list[bytes]) -> tuple[list[tuple[str, bytes]], object]:
+    """Run the detect agent over `values`; (topic, value) of every send, and the stage held."""
+    async def go():
+        app = build_app(settings, read_snapshots=dict, read_partitions=lambda: {settings.telemetry_topics[0]: 1})
+        [child] = app.fabric_agents.children or [None]
+        answers = asyncio.ensure_future(child.run()) if child is not None else None
+        try:
+            async with app.agents["streams.app.detect"].test_context() as agent:
+                for value in values:
+                    await agent.put(value, key=b"k", partition=0)
+                while child is not None and child.in_flight:  # the agent does not wait for its answers
+                    await asyncio.sleep(0.01)
+            return app.fabric_checkpoints.stages[KEY]
+        finally:
+            if answers is not None:
+                answers.cancel()
+                child.close()
+
+    with mock.patch.object(faust.Topic, "send", autospec=True) as send:
+        stage = asyncio.run(go())
+    return [(c.args[0].get_topic_name(), c.kwargs["value"]) for c in send.call_args_list], stage
+
+
+def test_the_detect_agent_sends_what_it_sends_with_its_stages_in_its_own_process(tmp_path, scenario, values):
+    here, local = _detect(_settings(tmp_path, scenario, 0), values)
+    there, remote = _detect(_settings(tmp_path, scenario, 1), values)
+    assert isinstance(remote, ChildStage) and not isinstance(local, ChildStage)
+    assert there == here  # dead letters and symptoms, message for message, in the same order
+    topics = {t for t, _ in there}
+    assert topics == {"fabric.telemetry.dlq", "fabric.symptoms"}
+    assert any(e.kind == "symptom" for t, v in there if t == "fabric.symptoms" for e in decode_batch(v))
+    assert figures(remote) == figures(local)  # what /metrics reads, as last reported by the child
+    assert figures(remote).records > 1000 and sum(figures(remote).rejects.values()) == 2
+
+
+def test_a_snapshot_covers_exactly_the_messages_sent_before_it_was_asked_for(scenario, values):
+    parts = build_engine(EngineSettings(topology=scenario / "topology.dot", jobs_file=scenario / "jobs.jsonl"))
+    cut = len(values) // 2
+    reference = new_detect_stage(parts, SOURCE)
+    for value in values[:cut]:
+        reference.feed(value)
+        reference.take_rejects(), reference.events()
+
+    async def go():
+        child = DetectChild(parts)
+        child.start()
+        answers = asyncio.ensure_future(child.run())
+        stage = child.stage(KEY, SOURCE, new_detect_stage(parts, SOURCE))
+        held, taken = [], []
+
+        async def then(_answer):
+            await asyncio.sleep(0)  # (an answer's handler may suspend: the next waits for it)
+            held.append(1)
+
+        for value in values[:cut]:
+            await child.feed(stage, value, then)
+        assert stage.has_unanswered()
+        asked = stage.packed_state_in_order(lambda packed: taken.append((len(held), packed)))
+        assert not stage.has_unanswered()
+        for value in values[cut:]:  # sent before the snapshot arrives: not in it
+            await child.feed(stage, value, then)
+        await asked
+        while child.in_flight:
+            await asyncio.sleep(0.01)
+        answers.cancel()
+        child.close()
+        return held, taken
+
+    held, taken = asyncio.run(go())
+    assert len(held) == len(values)
+    [(held_then, packed)] = taken
+    assert held_then == cut
+    restored = new_detect_stage(parts, SOURCE)
+    restored.restore(checkpoint.compress(packed))
+    assert checkpoint.pack(restored.state()) == checkpoint.pack(reference.state())
+
+
+def test_a_child_that_dies_fails_the_worker_with_its_exit_code(scenario, values):
+    parts = build_engine(EngineSettings(topology=scenario / "topology.dot", jobs_file=scenario / "jobs.jsonl"))
+
+    async def go():
+        child = DetectChild(parts)
+        child.start()
+        answers = asyncio.ensure_future(child.run())
+        stage = child.stage(KEY, SOURCE, new_detect_stage(parts, SOURCE))
+
+        async def then(_answer):
+            pass
+
+        await child.feed(stage, values[0], then)
+        child.process.kill()
+        with pytest.raises(ChildFailed, match="exit code -9"):
+            await asyncio.wait_for(answers, 10)
+        with pytest.raises(ChildFailed):
+            await child.feed(stage, values[1], then)  # the agent fails too, rather than feed nothing
+        child.close()
+
+    asyncio.run(go())
+
+
+def test_a_request_the_child_fails_names_it_with_the_childs_traceback(scenario):
+    parts = build_engine(EngineSettings(topology=scenario / "topology.dot"))
+
+    async def go():
+        child = DetectChild(parts)
+        child.start()
+        answers = asyncio.ensure_future(child.run())
+        ghost = ChildStage(child, "detect:nowhere:0")  # never loaded into the child
+
+        async def then(_answer):
+            pass
+
+        await child.feed(ghost, b"{}", then)
+        with pytest.raises(ChildFailed, match=r"feed detect:nowhere:0: Traceback[\s\S]*KeyError"):
+            await asyncio.wait_for(answers, 10)
+        child.close()
+
+    asyncio.run(go())
+
+
+def test_the_worker_command_runs_its_detect_stages_in_a_child_where_a_second_core_can(monkeypatch):
+    from cli.commands import worker
+    import argparse
+
+    args = argparse.Namespace(detect_processes=None)
+    monkeypatch.setattr("engine.shards.usable_cores", lambda: 2)
+    assert worker.detect_processes(args, {}) == worker.DEFAULT_DETECT_PROCESSES == 4
+    monkeypatch.setattr("engine.shards.usable_cores", lambda: 1)
+    assert worker.detect_processes(args, {}) == 0
+    assert worker.detect_processes(args, {"FABRIC_RCA_DETECT_PROCESSES": "1"}) == 1
+    flag = argparse.Namespace(detect_processes=0)
+    assert worker.detect_processes(flag, {"FABRIC_RCA_DETECT_PROCESSES": "1"}) == 0  # a flag wins over its variable
+    from cli.common import CliError
+    for bad in ("two", "-1", "17"):
+        with pytest.raises(CliError, match=f"FABRIC_RCA_DETECT_PROCESSES='{bad}': expected a count from 0 to 16"):
+            worker.detect_processes(args, {"FABRIC_RCA_DETECT_PROCESSES": bad})
