@@ -22,7 +22,7 @@ from engine.job_sources import job_message_events
 from engine.pipeline import CorrelateStage, DetectStage
 from streams.checkpoints import Checkpoints, log, patiently
 from streams.deadletter import DeadLetters, letters
-from streams.detect_child import DetectChild
+from streams.detect_child import ChildStage, DetectChild
 from streams.rebuild import Rebuilder
 from streams.settings import WorkerSettings
 from streams.sources import Sources, telemetry_sources
@@ -101,10 +101,11 @@ class Agents:
         source, key = self._name(msg)
         stage = checkpoints.stages.get(key)
         if stage is None:  # first message of a partition here: restore or create its stage
+            child = self.children[msg.partition % len(self.children)] if self.children else None
             stage = await checkpoints.stage(key, lambda: self.new_detect(source), lambda fresh: self.rebuilder.run(
-                key, fresh, topic=msg.topic, partition=msg.partition, stop=msg.offset, feed=self.reread_telemetry))
-            if self.children:  # made here, restored or rebuilt; it runs in a child from now on
-                child = self.children[msg.partition % len(self.children)]
+                key, fresh, topic=msg.topic, partition=msg.partition, stop=msg.offset, feed=self.reread_telemetry),
+                fresh=(lambda: child.new(key, source)) if child is not None else None)
+            if child is not None and not isinstance(stage, ChildStage):  # restored or rebuilt here: on to the child
                 stage = checkpoints.stages[key] = child.stage(key, source, stage)
         if checkpoints.seen(key, event):
             return

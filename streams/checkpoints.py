@@ -58,10 +58,13 @@ class Checkpoints:
         self.may_save: Callable[[str], bool] = lambda key: True
 
     async def stage(self, key: str, make: Callable[[], DetectStage | CorrelateStage],
-                    rebuild: Callable[[DetectStage | CorrelateStage], Awaitable[object]] | None = None):
+                    rebuild: Callable[[DetectStage | CorrelateStage], Awaitable[object]] | None = None,
+                    fresh: Callable[[], object] | None = None):
         """The stage for `key`: held, else restored from its latest snapshot, else new.
         A new stage whose snapshot was refused is first given its partition's input
-        before the committed offset by `rebuild(stage)` (`streams.rebuild`)."""
+        before the committed offset by `rebuild(stage)` (`streams.rebuild`). `fresh()`,
+        when given, makes the stage of a key without a snapshot (a stage in the detect
+        child: made there, not here and sent)."""
         held = self.stages.get(key)
         if held is not None:
             return held
@@ -72,16 +75,16 @@ class Checkpoints:
             if reading is self._reading:  # (not a read from before a rebalance)
                 self._cache = cache
             else:
-                return await self.stage(key, make, rebuild)
-        stage = make()
+                return await self.stage(key, make, rebuild, fresh)
         offset, blob = self._cache.pop(key, (-1, b""))
+        stage = fresh() if fresh is not None and not blob else make()
         if blob and not self._restore(key, stage, blob, offset):
             stage, offset = make(), -1  # a fresh stage instead, rebuilt from its input
             if rebuild is not None:
                 revocations = self.revocations
                 await rebuild(stage)  # (not among `stages` meanwhile: no timer saves or applies it)
                 if revocations != self.revocations:  # partitions moved meanwhile: start again from the snapshots
-                    return await self.stage(key, make, rebuild)
+                    return await self.stage(key, make, rebuild, fresh)
         self.stages[key], self.covered[key], self.unacked[key] = stage, offset, []
         self.saved_at[key] = time.monotonic()
         return stage

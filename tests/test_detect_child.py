@@ -190,3 +190,35 @@ def test_the_worker_command_runs_its_detect_stages_in_a_child_where_a_second_cor
     for bad in ("two", "-1", "17"):
         with pytest.raises(CliError, match=f"FABRIC_RCA_DETECT_PROCESSES='{bad}': expected a count from 0 to 16"):
             worker.detect_processes(args, {"FABRIC_RCA_DETECT_PROCESSES": bad})
+
+
+@pytest.mark.parametrize("limits", [(3, 1 << 30), (1 << 20, 1)])
+def test_the_agent_waits_for_room_once_its_messages_or_their_bytes_reach_the_bound(scenario, values, monkeypatch,
+                                                                                  limits):
+    import streams.detect_child as dc
+
+    monkeypatch.setattr(dc, "MAX_IN_FLIGHT", limits[0])
+    monkeypatch.setattr(dc, "MAX_IN_FLIGHT_BYTES", limits[1])
+    parts = build_engine(EngineSettings(topology=scenario / "topology.dot", jobs_file=scenario / "jobs.jsonl"))
+
+    async def go():
+        child = DetectChild(parts)
+        child.start()
+        answers = asyncio.ensure_future(child.run())
+        stage = child.new(KEY, SOURCE)
+        most, taken = [], []
+
+        async def then(_answer):
+            taken.append(1)
+
+        for value in values[:200]:
+            await child.feed(stage, value, then)
+            most.append(child.in_flight)
+        while child.in_flight:
+            await asyncio.sleep(0.01)
+        answers.cancel()
+        child.close()
+        return max(most), len(taken), child.in_flight_bytes
+
+    most, taken, left = asyncio.run(go())
+    assert most == min(limits[0], 1 if limits[1] == 1 else 200) and taken == 200 and left == 0
