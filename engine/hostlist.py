@@ -1,13 +1,16 @@
-"""Slurm hostlists (`gpu[001-004,009],gpu011`, `r[1-2]n[01-02]`): parsed, sized, then
-expanded. The size is bounded before a single name is built (see docs/design.md for
-why this is not python-hostlist)."""
+"""Slurm hostlists (`gpu[001-004,009],gpu011`, `r[1-2]n[01-02]`): checked and sized here,
+then expanded by python-hostlist. The size is bounded before a single name is built, the
+brackets of a name are bounded (python-hostlist recurses once per bracket), and an error
+names the part at fault (docs/design.md)."""
 from __future__ import annotations
 
 import math
 import re
-from itertools import product
+
+import hostlist as python_hostlist
 
 MAX_HOSTLIST = 65536  # a longer expansion is a typo (gpu[1-1000000]), not a job
+MAX_BRACKETS = 16  # per name: a rack, a node, a rail, ... (python-hostlist recurses once per bracket)
 
 
 class HostlistError(ValueError):
@@ -24,13 +27,12 @@ def expand(expr: str) -> list[str]:
     MAX_HOSTLIST before a single name is built."""
     text = "".join(expr.split())
     items = [_parse_item(item, expr=expr) for item in _split_top_level(text, expr=expr)]
-    size = sum(math.prod(len(p) for p in parts) for parts in items)
+    size = sum(math.prod(lengths) for lengths in items)
     if size > MAX_HOSTLIST:
         raise HostlistError(f"hostlist {_short(expr)} expands to {size:,} hosts, more than {MAX_HOSTLIST}")
-    names: list[str] = []
-    for parts in items:
-        names.extend("".join(p) for p in product(*parts))
-    return names
+    # Checked: every range well formed, the whole list bounded. Duplicates stay, in the
+    # order written (a job's hostlist names each host once; a repeat is the scheduler's).
+    return python_hostlist.expand_hostlist(text, allow_duplicates=True)
 
 
 def _short(expr: str) -> str:
@@ -59,30 +61,12 @@ def _split_top_level(text: str, *, expr: str) -> list[str]:
     return [item for item in items if item]
 
 
-class _Range:
-    """The numbers of one bracket, zero-padded, as a sequence (nothing built until read)."""
-
-    def __init__(self, spans: list[tuple[int, int, int]]):
-        self.spans = spans  # (first, last, width)
-
-    def __len__(self) -> int:
-        return sum(last - first + 1 for first, last, _ in self.spans)
-
-    def __iter__(self):
-        for first, last, width in self.spans:
-            for n in range(first, last + 1):
-                yield f"{n:0{width}d}"
-
-
-def _parse_item(item: str, *, expr: str) -> list:
-    parts: list = []
-    pos = 0
-    for m in _BRACKET.finditer(item):
-        parts.append((item[pos : m.start()],))
-        parts.append(_Range(_parse_ranges(m.group(1), expr=expr)))
-        pos = m.end()
-    parts.append((item[pos:],))
-    return parts
+def _parse_item(item: str, *, expr: str) -> list[int]:
+    """The lengths of a name's ranges (each checked)."""
+    if item.count("[") > MAX_BRACKETS:
+        raise HostlistError(f"hostlist {_short(expr)}: a name with more than {MAX_BRACKETS} ranges")
+    return [sum(last - first + 1 for first, last, _ in _parse_ranges(m.group(1), expr=expr))
+            for m in _BRACKET.finditer(item)]
 
 
 def _parse_ranges(body: str, *, expr: str) -> list[tuple[int, int, int]]:

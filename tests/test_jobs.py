@@ -57,6 +57,8 @@ def test_expand_hostlist(expr, hosts):
         ("gpu[[1]]", "nested"),
         ("gpu1,,gpu2", "empty name"),
         ("gpu[0-99999999]", "longer than"),
+        ("a[1-40000],b[1-40000]", "expands to 80,000 hosts"),  # each part bounded, the list too
+        ("g" + "[1]" * 17, "more than 16 ranges"),  # (python-hostlist recurses once per bracket)
     ],
 )
 def test_expand_hostlist_errors(expr, words):
@@ -89,6 +91,19 @@ def test_expansion_of_compressed_padded_numbers_is_the_list(width, data, prefix,
     numbers = data.draw(st.lists(st.integers(0, 10**width - 1), min_size=1, max_size=40))
     names = [f"{prefix}{n:0{width}d}{suffix}" for n in numbers]
     assert expand_hostlist(f"{prefix}[{_compress(numbers, width)}]{suffix}") == names
+
+
+@given(st.lists(st.tuples(st.sampled_from(["r", "n", "-ib", ""]), st.integers(0, 12), st.integers(0, 3)),
+                min_size=1, max_size=4))
+def test_a_name_of_several_ranges_expands_to_their_product_in_order(pieces):
+    """Invariant: a name of several ranges (`r[1-2]n[01-02]`) expands as
+    itertools.product of its pieces, the first range outermost."""
+    from itertools import product
+
+    expr = "".join(f"{text}[{lo}-{lo + span}]" for text, lo, span in pieces)
+    expected = ["".join(p) for p in product(*[[f"{text}{n}" for n in range(lo, lo + span + 1)]
+                                              for text, lo, span in pieces])]
+    assert expand_hostlist(expr) == expected
 
 
 @given(st.lists(st.from_regex(r"[a-z][a-z0-9.-]{0,8}", fullmatch=True), max_size=10))
