@@ -30,12 +30,8 @@ SOURCE, KEY = "fabric.telemetry:0", "detect:fabric.telemetry:0"
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory) -> Path:
-    import sim
-
-    out = tmp_path_factory.mktemp("pfc_storm")
-    sim.simulate(out=out, scenario="pfc_storm", seed=3, duration=60)
-    return out
+def scenario(scenario_dir) -> Path:
+    return scenario_dir("pfc_storm", seed=3, duration=60)
 
 
 @pytest.fixture(scope="module")
