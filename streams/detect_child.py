@@ -31,6 +31,7 @@ import asyncio
 import logging
 import multiprocessing
 import queue
+import signal
 import threading
 import traceback
 from collections import deque
@@ -81,7 +82,10 @@ class ChildFailed(RuntimeError):
 # ------------------------------------------------------------------------ the child
 def _serve(conn, parts: EngineParts) -> None:
     """The child's loop: batches of requests in, a batch of answers (and the figures of
-    the stages fed) out, until the pipe closes."""
+    the stages fed) out, until the pipe closes. Ctrl-C in a terminal reaches the whole
+    process group: the worker stops on it and ends its children (SIGTERM, or the pipe
+    closing), rather than see them die first and report a crash."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     stages: dict[str, DetectStage] = {}
     while True:
         try:

@@ -150,6 +150,46 @@ def test_a_child_that_dies_fails_the_worker_with_its_exit_code(scenario, values)
     asyncio.run(go())
 
 
+def test_ctrl_c_leaves_the_child_to_its_worker(scenario, values):
+    """SIGINT (Ctrl-C reaches the terminal's whole process group) does not end the child:
+    the worker stops on it and ends its children itself."""
+    import os
+    import signal
+
+    parts = build_engine(EngineSettings(topology=scenario / "topology.dot", jobs_file=scenario / "jobs.jsonl"))
+
+    async def go():
+        # A worker forks its children before faust installs its handlers: Python's default
+        # (asyncio.run's own handler would otherwise be inherited here).
+        before = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            child = DetectChild(parts)
+        finally:
+            signal.signal(signal.SIGINT, before)
+        child.start()
+        answers = asyncio.ensure_future(child.run())
+        stage = child.new(KEY, SOURCE)
+        taken = []
+
+        async def then(_answer):
+            taken.append(1)
+
+        await child.feed(stage, values[0], then)
+        while not taken:
+            await asyncio.sleep(0.01)
+        os.kill(child.process.pid, signal.SIGINT)
+        await asyncio.sleep(0.2)
+        await child.feed(stage, values[1], then)
+        while len(taken) < 2 and not answers.done():
+            await asyncio.sleep(0.01)
+        alive = child.process.is_alive()
+        answers.cancel()
+        child.close()
+        return alive, len(taken)
+
+    assert asyncio.run(go()) == (True, 2)
+
+
 def test_a_request_the_child_fails_names_it_with_the_childs_traceback(scenario):
     parts = build_engine(EngineSettings(topology=scenario / "topology.dot"))
 
