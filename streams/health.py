@@ -26,7 +26,10 @@ def health(agents) -> dict:
     doc = {"status": "ok" if store.available else "store_unavailable", "stages": sorted(cp.stages),
            "applied_to": _finite(applied),
            # incident changes wait in order while the store is away, and are written when it is back
-           "store": {"available": store.available, "pending_changes": len(store.pending)}}
+           "store": {"available": store.available, "pending_changes": len(store.pending)},
+           # the detect stages' processes (streams.detect_child): none when they run in this one
+           "detect_processes": [{"pid": c.process.pid, "alive": c.process.is_alive(), "in_flight": c.in_flight,
+                                 "stages": sorted(c.stages)} for c in agents.children]}
     if isinstance(c, CorrelateStage) and agents.sources:
         idle = agents.sources[0].idle()
         # correlation holds everything back until these partitions tick (or go idle)
@@ -89,6 +92,7 @@ def worker_metrics(app: faust.App, agents) -> WorkerMetrics:
         if agents.sources:
             m.idle_sources = len(agents.sources[0].idle())
     m.consumer_lag = _lag(app, agents.offsets)
+    m.detect_in_flight = sum(child.in_flight for child in agents.children)
     return m
 
 

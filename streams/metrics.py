@@ -45,6 +45,7 @@ class WorkerMetrics:
     late_events: int = 0  # events that came after correlation passed their tick, applied on arrival
     first_read_at: float | None = None  # Unix time stage 1 took its first telemetry message
     last_read_at: float | None = None  # Unix time stage 1 finished its latest telemetry message
+    detect_in_flight: int = 0  # telemetry messages sent to the detect children and not answered yet
 
 
 def _counter(name: str, help_: str, value: float) -> CounterMetricFamily:
@@ -111,6 +112,10 @@ def families(m: WorkerMetrics) -> Iterator[Metric]:
                    "Stage events that arrived after correlation had passed their tick (from a partition that was idle, "
                    "or a job placement published late), applied on arrival rather than in order.",
                    m.late_events)
+    yield _gauge("fabric_rca_detect_in_flight_messages",
+                 "Telemetry messages sent to the worker's detect processes and not yet answered (0 with the stages in "
+                 "the worker's process); near 4,096 a process, the detect stages are what holds the worker back.",
+                 m.detect_in_flight)
     yield _gauge("fabric_rca_processing_delay_seconds",
                  "Event time between the newest record read and what correlation has applied.", _delay(m))
     yield _gauge("fabric_rca_first_read_timestamp_seconds",

@@ -85,6 +85,39 @@ def test_the_detect_agent_sends_what_it_sends_with_its_stages_in_its_own_process
     assert figures(remote).records > 1000 and sum(figures(remote).rejects.values()) == 2
 
 
+def test_healthz_and_metrics_show_the_detect_processes(tmp_path, scenario, values):
+    from streams.health import health, worker_metrics
+
+    settings = _settings(tmp_path, scenario, 2)
+
+    async def go():
+        app = build_app(settings, read_snapshots=dict, read_partitions=lambda: {settings.telemetry_topics[0]: 2})
+        agents = app.fabric_agents
+        answers = [asyncio.ensure_future(c.run()) for c in agents.children]
+        try:
+            async with app.agents["streams.app.detect"].test_context() as agent:
+                await agent.put(values[0], key=b"k", partition=0)
+                await agent.put(values[1], key=b"k", partition=1)
+                doc = health(agents)
+                in_flight = worker_metrics(app, agents).detect_in_flight
+                while any(c.in_flight for c in agents.children):
+                    await asyncio.sleep(0.01)
+            return doc, in_flight, [c.process.pid for c in agents.children]
+        finally:
+            for a in answers:
+                a.cancel()
+            for c in agents.children:
+                c.close()
+
+    with mock.patch.object(faust.Topic, "send", autospec=True):
+        doc, in_flight, pids = asyncio.run(go())
+    procs = doc["detect_processes"]
+    assert [p["pid"] for p in procs] == pids and all(p["alive"] for p in procs)
+    # partition p's stage in child p mod 2 (the test channel names the topic "<internal>")
+    assert [[key.rsplit(":", 1)[1] for key in p["stages"]] for p in procs] == [["0"], ["1"]]
+    assert 0 <= in_flight <= 2  # (the gauge, read while the two messages may still be in the children)
+
+
 def test_a_snapshot_covers_exactly_the_messages_sent_before_it_was_asked_for(scenario, values):
     parts = build_engine(EngineSettings(topology=scenario / "topology.dot", jobs_file=scenario / "jobs.jsonl"))
     cut = len(values) // 2

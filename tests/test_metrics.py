@@ -45,7 +45,8 @@ def test_names_types_and_help_are_the_contract():
                 "checkpoints_refused",
                 "stages_restored", "state_rebuilt_records", "late_events", "unused"]
     gauges = ["store_available", "store_pending_changes", "consumer_lag_messages", "idle_partitions",
-              "processing_delay_seconds", "first_read_timestamp_seconds", "last_read_timestamp_seconds"]
+              "processing_delay_seconds", "first_read_timestamp_seconds", "last_read_timestamp_seconds",
+              "detect_in_flight_messages"]
     assert types == {**{f"fabric_rca_{c}_total": "counter" for c in counters},
                      **{f"fabric_rca_{g}": "gauge" for g in gauges}}
     assert set(_samples(text)) == {f"fabric_rca_{c}_total" for c in counters if c not in ("rejects", "unused")} | {
