@@ -111,7 +111,7 @@ class Agents:
             return
         self.offsets[(msg.topic, msg.partition)] = msg.offset
         if self.children:
-            await stage.child.feed(stage, event.value, lambda answer: self._fed(key, stage, event, answer))
+            await stage.child.feed(stage, event.value, lambda answer: self._fed(key, stage, event, source, answer))
             if checkpoints.due(key):
                 checkpoints.start_save(key)  # (taken in line behind the messages sent: not awaited here)
             return
@@ -122,13 +122,13 @@ class Agents:
         if checkpoints.due(key):
             await checkpoints.save(key)
 
-    async def _fed(self, key: str, stage, event, answer: tuple | None) -> None:
+    async def _fed(self, key: str, stage, event, source: str, answer: tuple | None) -> None:
         """The child's answer to one message, taken in order: handed on, then held."""
         if self.checkpoints.stages.get(key) is not stage:
             return  # let go of meanwhile: the next owner re-reads it from the last snapshot
         if answer is not None:
             rejects, events = answer
-            await self._hand_on(event, rejects, events, f"{self._name(event.message)[0]}@{event.message.offset}")
+            await self._hand_on(event, rejects, events, f"{source}@{event.message.offset}")
         self.checkpoints.hold(key, event)
         self.counters.last_read_at = time.time()
 

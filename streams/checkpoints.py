@@ -16,6 +16,7 @@ import faust
 from engine import checkpoint
 from engine.pipeline import CorrelateStage, DetectStage
 from streams import state
+from streams.detect_child import ChildStage
 from streams.settings import WorkerSettings
 
 log = logging.getLogger("fabric_rca.worker")
@@ -144,16 +145,15 @@ class Checkpoints:
         for from a stage in the detect child (`streams.detect_child`) behind the messages
         sent to it, taken when it arrives: the awaitable says when."""
         stage = self.stages[key]
-        unanswered = getattr(stage, "has_unanswered", None)
-        if not (self.unacked.get(key) or self._carried.get(key) or (unanswered and unanswered())) \
+        in_child = isinstance(stage, ChildStage)
+        if not (self.unacked.get(key) or self._carried.get(key) or (in_child and stage.has_unanswered())) \
                 or not self.may_save(key):
             return None  # (nothing new, and nothing held back by a snapshot the broker did not take)
         self.saved_at[key] = time.monotonic()
-        ask = getattr(stage, "packed_state_in_order", None)
-        if ask is None:
-            self._snapshot(key, stage, checkpoint.pack(stage.state()))  # packed now: it reads the live stage
-            return None
-        return ask(lambda packed: self._snapshot(key, stage, packed))
+        if in_child:
+            return stage.packed_state_in_order(lambda packed: self._snapshot(key, stage, packed))
+        self._snapshot(key, stage, checkpoint.pack(stage.state()))  # packed now: it reads the live stage
+        return None
 
     def _snapshot(self, key: str, stage, packed: bytes) -> None:
         """Deliver `packed`, the snapshot of `stage` covering its input held so far
@@ -206,8 +206,8 @@ class Checkpoints:
 
     def discard(self, keys: list[str]) -> None:
         for key in keys:
-            close = getattr(self.stages.get(key), "close", None)
-            if close is not None:  # a stage in the detect child: let go of it there too
-                close()
+            stage = self.stages.get(key)
+            if isinstance(stage, ChildStage):  # let go of it in the detect child too
+                stage.close()
             for d in (self.stages, self.covered, self.unacked, self.saved_at, self._delivering, self._carried):
                 d.pop(key, None)
