@@ -15,7 +15,9 @@ of both windows), in seconds of event time:
   in contract section 8, at any interval.
 - The windows stretch to at least `min_samples` closed samples of the series' interval
   ((3 + 1/2) x 30 s = 105 s at 30 s polling: a window of 3 x I holds two, the third
-  falls on its edge, and the sustained-pause rule never judged at 30 or 60 s); the
+  falls on its edge, and the sustained-pause rule never judged at 30 or 60 s), and
+  one missed sample does not shorten them: a window it leaves one bucket short reaches
+  back to the bucket before its edge; the
   recent window is judged only once the series' data covers it (a median of a series'
   first few buckets is a burst's). A comparison with a baseline holds its bounds when
   the windows hold `compare_samples` (12) buckets and twice that, the baseline at least
@@ -214,7 +216,12 @@ def _compare(st: LevelState, level: Level, now: float, recent_s: float, baseline
         return  # a series younger than its recent window: a median of its first seconds is a
         # burst's (a checkpoint at the start of a replay), not a level
     if len(values) - split < level.min_samples:
-        return
+        # One missed sample (contract section 1) leaves a window stretched to
+        # `min_samples` one bucket short: it then reaches back to the bucket before its
+        # edge, closed within an interval of it, instead of breaking a verdict's run.
+        if len(values) - split + 1 < level.min_samples or split == 0 or times[split - 1] <= cut - interval:
+            return
+        split -= 1
     if level.needs_baseline and split - lo < level.min_samples:
         return  # no past yet (or too little of it) to leave
     if not _may_hold(level, values, lo, split):

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from engine.baseline import span, strictness, windows
+from engine.baseline import LevelState, observe, span, strictness, windows
 from engine.topology import Topology
 from tests.test_gray_faults import RULES, incidents  # one pipeline run, (top cause, entity) per incident
 
@@ -58,6 +58,29 @@ def test_a_comparison_holds_enough_samples_whatever_the_interval():
     pause = next(r.level for r in RULES.rules if r.id == "nic_pfc_tx_sustained")  # no baseline: only min_samples
     assert windows(pause, 30) == (max(pause.recent_s, span(pause.min_samples, 30)), max(pause.baseline_s, span(pause.min_samples, 30)))
     assert span(3, 30) > 90  # three closed samples: a window of 3 x I holds two (the third on its edge)
+
+
+def _verdicts(level, missing: set[int], interval: float = 30.0) -> dict[int, bool]:
+    """A storage target's latency (0.40-0.43 ms) up 0.8 ms from its 20th sample, polled
+    every `interval` s, the samples in `missing` lost: the level verdict at each sample."""
+    st, out = LevelState(), {}
+    for k in range(40):
+        if k not in missing:
+            value = 0.4 + (0.03 if k % 2 else 0.0) + (0.8 if k >= 20 else 0.0)
+            out[k] = observe(st, level, k * interval, value, lambda series: interval, "storage|stor01")
+    return out
+
+
+@pytest.mark.parametrize("lost", [25, 27, 30, 33])
+def test_one_missed_sample_does_not_break_a_verdict_at_30_s(lost):
+    """Contract section 1: samples go missing. A window stretched to `min_samples` that
+    loses one reaches back to the bucket before its edge: the verdict at every sample
+    that came is the verdict without the loss (tune-range storage_drift-3: one lost
+    sample at 30 s turned three verdicts false, and the drift was missed)."""
+    level = next(r.level for r in RULES.rules if r.id == "storage_latency_rising")
+    whole, gap = _verdicts(level, set()), _verdicts(level, {lost})
+    assert sum(whole.values()) >= 15
+    assert {k: v for k, v in whole.items() if k in gap} == gap
 
 
 def test_fewer_samples_raise_the_bounds_and_more_never_lower_them():
