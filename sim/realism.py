@@ -286,10 +286,11 @@ def draw_events(rng: random.Random, *, split: str, busy: list[tuple[float, float
 
 
 def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
-         duration: float) -> Params:
+         duration: float, intervals: tuple[int, ...] | None = None) -> Params:
     """Realism parameters for one run: intervals per device class, delivery mess and
-    benign phenomena, from ranges that are wider in the test split."""
-    choices = INTERVALS[ranges_of(split)]
+    benign phenomena, from ranges that are wider in the test split. `intervals` replaces
+    the split's interval choices (a probe of a tune split: `simulate --intervals`)."""
+    choices = intervals or INTERVALS[ranges_of(split)]
     main = rng.choice(choices)
     intervals = {"switch": main, "nic": main if rng.random() < 0.6 else rng.choice(choices),
                  "storage": max(main, rng.choice(choices))}

@@ -149,9 +149,10 @@ def _spec(rng: random.Random, split: str, shape: str, seed: int) -> FabricSpec:
     return RAILS.get(split, RAILS8) if shape == "rails" else rng.choice(FABRICS[split])
 
 
-def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
+def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...] | None = None) -> dict:
     """Generate one entry: scenario at 1 s with drawn physics and benign events, shape,
-    realism; truth gains "realism"."""
+    realism; truth gains "realism". `intervals` (a probe: `check_intervals`) replaces the
+    split's sample interval choices and is kept in the truth as `probe_intervals`."""
     rng = random.Random(f"{entry.seed}:{STREAM.get(split, split)}:realism")
     prng = random.Random(f"{entry.seed}:{STREAM.get(split, split)}:physics")  # its own stream: the rest as before
     shape = rng.choice(SHAPES[split])
@@ -168,12 +169,15 @@ def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
     events = tuple(replace(e, ceiling=ceiling) for e in
                    draw_events(prng, split=split, busy=busy, duration=entry.duration))
     truth = simulate(out=out, label=entry.name, physics=physics, benign=events, **kw)
-    params = draw(rng, split=split, fabric=fab, start=truth["start"], duration=entry.duration)
+    params = draw(rng, split=split, fabric=fab, start=truth["start"], duration=entry.duration,
+                  intervals=intervals)
     counts = apply(out, fab, params, seed=entry.seed)
     counts |= reshape(out, fab, shape, rng, interval=params.intervals["switch"])
     truth = json.loads((Path(out) / "truth.json").read_text())  # reshape may rename
     truth.update(counts)
     truth["split"] = split
+    if intervals:
+        truth["probe_intervals"] = list(intervals)
     realism = params.describe()
     for b in truth.get("benign", []):
         realism["benign_kinds"][b["kind"]] = realism["benign_kinds"].get(b["kind"], 0) + 1
@@ -183,17 +187,32 @@ def build(entry: SplitEntry, *, out: Path, split: str) -> dict:
     return truth
 
 
+def check_intervals(split: str, intervals: tuple[int, ...] | None) -> None:
+    """A probe's interval choices: tune splits only (the test split is built as it is,
+    once: docs/accuracy.md), each a whole number of seconds within contract section 1's
+    1-60 s. ValueError says what is wrong."""
+    if not intervals:
+        return
+    if split == "test":
+        raise ValueError("--intervals builds a probe of a tune split; the test split keeps its own intervals")
+    bad = [i for i in intervals if not 1 <= i <= 60]
+    if bad:
+        raise ValueError(f"sample intervals are 1-60 s (contract section 1), not {bad[0]}")
+
+
 def simulate_split(*, out: Path, split: str, clean_hours: float | None = None,
                    repeats: int | None = None, only: str | None = None,
-                   on_entry: Callable[[SplitEntry, dict, float], None] | None = None) -> list[Path]:
+                   on_entry: Callable[[SplitEntry, dict, float], None] | None = None,
+                   intervals: tuple[int, ...] | None = None) -> list[Path]:
     import fnmatch
+    check_intervals(split, intervals)
     paths = []
     for entry in entries(split, clean_hours=clean_hours, repeats=repeats):
         if only and not fnmatch.fnmatchcase(entry.name, only):
             continue
         path = Path(out) / entry.name
         t0 = time.perf_counter()
-        truth = build(entry, out=path, split=split)
+        truth = build(entry, out=path, split=split, intervals=intervals)
         if on_entry:
             on_entry(entry, truth, time.perf_counter() - t0)
         paths.append(path)

@@ -23,7 +23,8 @@ from sim.history import HISTORY_SEED_OFFSET
 from sim.realism import INTERVALS, SPEEDS_GBPS, Params, Phenomenon, draw, draw_physics
 from sim.shapes import SHAPES
 from sim.split import (CAUSES, FABRICS, FIXED, RAILS, RAILS8, RANGES, TEST_SEED, TUNE_ANY_SEED, TUNE_RANGE_SEED,
-                       TUNE_RETIRED_SEED, TUNE_SEED, TUNE_WIDE_SEED, SplitEntry, _target, build, drawn_spec, entries)
+                       TUNE_RETIRED_SEED, TUNE_SEED, TUNE_WIDE_SEED, SplitEntry, _target, build, check_intervals,
+                       drawn_spec, entries)
 
 SPEC = FabricSpec()
 T0 = BASE_EPOCH
@@ -203,6 +204,26 @@ def test_tune_range_draws_its_fabric_sizes_per_run_never_a_fixed_one(tmp_path):
     truth = build(_short("tune-range", "clean", TUNE_RANGE_SEED + 3), out=tmp_path / "r", split="tune-range")
     spec = FabricSpec(**(truth["realism"]["fabric_spec"] | {"speed_gbps": 400}))
     assert truth["split"] == "tune-range" and spec not in FIXED
+
+
+def test_a_probe_draws_its_intervals_from_those_given_and_says_so(tmp_path):
+    """`simulate --split tune-range --intervals 2,15`: polling no split has (2 s, 15 s), on a
+    tune split's seeds; the truth keeps the choices, the test split is never probed, and an
+    interval outside contract section 1's 1-60 s is refused."""
+    seen = set()
+    for k in range(4):
+        entry = _short("tune-range", "clean", TUNE_RANGE_SEED + k)
+        truth = build(entry, out=tmp_path / str(k), split="tune-range", intervals=(2, 15))
+        assert truth["probe_intervals"] == [2, 15] and truth["split"] == "tune-range"
+        assert set(truth["realism"]["intervals"].values()) <= {2, 15}
+        seen.add(truth["realism"]["interval_s"])
+    assert seen == {2, 15}
+    plain = build(_short("tune-range", "clean", TUNE_RANGE_SEED), out=tmp_path / "plain", split="tune-range")
+    assert "probe_intervals" not in plain
+    with pytest.raises(ValueError, match="test split"):
+        check_intervals("test", (2,))
+    with pytest.raises(ValueError, match="1-60 s"):
+        check_intervals("tune", (5, 61))
 
 
 def test_same_entry_same_bytes_and_truth_records_realism(tmp_path):

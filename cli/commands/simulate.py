@@ -34,6 +34,10 @@ def add(sub) -> None:
                    help="with --split: hours of clean runs (default 0.5 tune, 1.5 test)")
     g.add_argument("--repeats", type=int,
                    help="with --split: runs of each cause (default 2 tune, 3 test)")
+    g.add_argument("--intervals", type=interval_list, metavar="S,S,...",
+                   help="with a tune --split: a probe whose runs draw their sample intervals from these "
+                        "(1-60 s, e.g. 2,15,60) instead of the split's 1/5/10(/30) s; the truth keeps them "
+                        "as probe_intervals")
     g.set_defaults(fn=run)
 
 
@@ -67,10 +71,16 @@ def _suite(args) -> int:
         print(f"  {entry.name:<40} {truth['records']:>10,} records  {faults} fault(s)  "
               f"{truth['hosts']:>4} hosts  {seconds:6.1f} s", flush=True)
 
+    if args.intervals and not args.split:
+        raise CliError("--intervals needs --split (a probe of a tune split)")
     if args.split:
-        from sim.split import simulate_split
+        from sim.split import check_intervals, simulate_split
+        try:
+            check_intervals(args.split, args.intervals)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         paths = simulate_split(out=out, split=args.split, clean_hours=args.clean_hours,
-                               repeats=args.repeats, only=args.only, on_entry=done)
+                               repeats=args.repeats, only=args.only, on_entry=done, intervals=args.intervals)
     else:
         paths = sim.simulate_suite(out=out, seed=args.seed, only=args.only, on_entry=done)
     print(f"wrote {len(paths)} scenarios under {out}: {total:,} records in {time.perf_counter() - t0:.0f} s")
@@ -89,3 +99,14 @@ def fabric_spec(text: str):
         detail = f": {exc}" if str(exc) else ""
         raise argparse.ArgumentTypeError(
             f"{text!r} is not SPINESxLEAVESxHOSTS[xSTORAGE] (e.g. 8x32x16x4){detail}") from None
+
+
+def interval_list(text: str) -> tuple[int, ...]:
+    """Comma-separated whole seconds, e.g. 2,15,60."""
+    try:
+        out = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        out = ()
+    if not out:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of whole seconds (e.g. 2,15,60)")
+    return out
