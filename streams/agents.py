@@ -115,15 +115,15 @@ class Agents:
             if checkpoints.due(key):
                 checkpoints.start_save(key)  # (taken in line behind the messages sent: not awaited here)
             return
-        if stage.feed(event.value):  # rejects or events to hand on (about once a second)
-            await self._hand_on(event, stage.take_rejects(), stage.events(), f"{source}@{msg.offset}")
-        checkpoints.hold(key, event)
-        counters.last_read_at = time.time()
+        # rejects or events to hand on (about once a second), taken as a child's answer is
+        answer = (stage.take_rejects(), stage.events()) if stage.feed(event.value) else None
+        await self._fed(key, stage, event, source, answer)
         if checkpoints.due(key):
             await checkpoints.save(key)
 
     async def _fed(self, key: str, stage, event, source: str, answer: tuple | None) -> None:
-        """The child's answer to one message, taken in order: handed on, then held."""
+        """A stage's answer to one message (from the detect child, in order, or from a stage
+        in this process at once): handed on, then held."""
         if self.checkpoints.stages.get(key) is not stage:
             return  # let go of meanwhile: the next owner re-reads it from the last snapshot
         if answer is not None:
