@@ -2,10 +2,11 @@
 detect: most of a worker's CPU) runs beside faust, correlation and the store on another core.
 
 A worker holds one `DetectStage` per telemetry partition. With `WorkerSettings.
-detect_processes` 1 (the `worker` command's default on a machine of two cores or more)
-they live in one child process, forked when the app is built (it inherits the engine's
-parts: rules, topology, models), and the worker's main process holds a `ChildStage` for
-each: what `Checkpoints` holds, restores and saves, and what /metrics reads.
+detect_processes` N > 0 (the `worker` command's default is 4 on a machine of two cores or
+more) they live in N child processes, partition p's in child p mod N, each forked when the
+app is built (it inherits the engine's parts: rules, topology, models), and the worker's
+main process holds a `ChildStage` for each: what `Checkpoints` holds, restores and saves,
+and what /metrics reads.
 
 Order is the whole design. Every request (make or load a stage, feed a message, pack a
 snapshot, drop a stage) goes down one pipe and is answered in the order it was sent, and the

@@ -29,8 +29,8 @@ class WorkerSettings:
     # this long while others did (no hosts hashed to it, its collectors down) is not waited for.
     idle_partition_s: float = 30.0
     partitions: int = 4
-    # 1: the detect stages run in a child process, beside faust, correlation and the store
-    # (streams.detect_child; the `worker` command's default with two cores or more); 0: here.
+    # N > 0: the detect stages run in N child processes, beside faust, correlation and the
+    # store (streams.detect_child; the `worker` command's default is 4 with two cores or more); 0: here.
     detect_processes: int = 0
     # A dead letter's value is the refused record's bytes, cut to this (and marked so) when larger.
     dlq_max_bytes: int = 900_000
