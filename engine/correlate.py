@@ -324,7 +324,9 @@ class Correlator:
         if (top.cause, top.entity) == (other.cause, other.entity) or self._twin_jobs(top, other):
             return True
         symptoms = [s for s in young.symptoms.values() if self.opens_incident(s.rule)] or list(young.symptoms.values())
-        lead = [s for s in symptoms if explain(other.cause, other.entity, s, ctx) >= 1.0]
+        # (the lead's evidence is all of it: the models' evidence that named a job's host
+        # link beside a host's link bounce opens nothing by itself, and is still the lead's)
+        lead = [s for s in young.symptoms.values() if explain(other.cause, other.entity, s, ctx) >= 1.0]
         return any(self._covered(top, group, ctx) >= 0.5 for group in (symptoms, lead) if group)
 
     def _twin_jobs(self, a, b) -> bool:

@@ -217,3 +217,47 @@ def test_surges_of_jobs_sharing_hosts_are_one_incident_and_of_jobs_apart_two():
     ctx = c._context()
     assert c._same_fault(led_by("7"), led_by("10"), ctx)
     assert not c._same_fault(led_by("7"), led_by("11"), ctx)
+
+
+def test_the_models_evidence_at_a_noisy_jobs_host_port_beside_a_link_bounce_is_the_jobs():
+    """A host's link bounce (it opens nothing by itself) founded a candidate. The models'
+    evidence of congestion at the port down to one of the noisy job's own hosts then
+    joined that candidate and leads it. That lead is the job's traffic: its host link,
+    explained 0.5. So the candidate belongs to the job's incident, even though none of its
+    symptoms that can open an incident are the job's. (A 1-2 s probe had published it as
+    congestion beside the job's incident.) The same evidence at the port of a host the job
+    does not run on stays apart."""
+    import dataclasses
+
+    from engine.correlate import Correlator
+    from engine.incidents import Incident
+    from engine.jobs import JobBook
+    from engine.types import Entity, RootCause
+    from models.scorer import RULE_PREFIX
+    from models.scorer import opens_incident as model_opens
+    from tests.test_correlation_timeline import RULES, TOPO
+
+    book = JobBook()
+    for j in (NOISY, VICTIM):
+        book.update(j)
+    opens = lambda rule: model_opens(rule) if rule.startswith(RULE_PREFIX) else RULES.opens_incident(rule)  # noqa: E731
+    c = Correlator(topology=TOPO, jobs=book, opens_incident=opens)
+    c.watermark = T0 + 30
+    ctx = c._context()
+
+    def first(rule: str, entity: str, name: str | None = None):
+        (_, s), *_ = episode(rule, entity, 5, 60)
+        return dataclasses.replace(s, rule=name, key=f"{name}@{entity}") if name else s
+
+    def led_by(cause: str, entity: str, symptoms: list) -> Incident:
+        kind = "job" if cause == "noisy_neighbor" else "interface"
+        return Incident(id=entity, opened_at=T0, updated_at=T0, symptoms={s.key: s for s in symptoms},
+                        root_causes=[RootCause(1, cause, Entity(kind, entity), 0.6)])
+
+    job = led_by("noisy_neighbor", "7", [first("nic_tx_saturated", "gpu1:eth0")])
+    bounce = [first("nic_link_down", "gpu2:eth0"), first("port_oper_down", "leaf1:swp2")]
+    for port, theirs in (("leaf1:swp1", True), ("leaf2:swp2", False)):  # gpu1's (the job's), gpu4's (not)
+        models = [first("port_ecn_marking", port, f"{RULE_PREFIX}switch_port:ecn_marking"),
+                  first("queue_congested", port, f"{RULE_PREFIX}queue:queue_congested")]
+        assert not any(opens(s.rule) for s in models) and all(opens(s.rule) for s in bounce)
+        assert c._same_fault(job, led_by("congestion", port, bounce + models), ctx) is theirs
