@@ -294,9 +294,11 @@ class ModelScorer:
         window mean is up too, not only its smoothed one (after a blip or a collective
         phase the minute-long mean stays high for a while: that tail is the blip, not a
         fault going on). A class with `agree` > 1 needs features of that many sides at half
-        z_min or more at once (storage: a slow target slows reads and writes, where a
-        background scrub slows only the reads; the in-flight time mixes both and is no
-        side of its own, so slow reads raise it too)."""
+        z_min or more at once, each side's own window mean up too (storage: a slow target
+        slows reads and writes, where a background scrub slows only the reads; the
+        in-flight time mixes both and is no side of its own, so slow reads raise it too; a
+        long scrub's reads at z 16 lifted the smoothed write mean to half z_min for a minute
+        while the writes' own windows sat at z 0-3, and that passed for a second side)."""
         if verdict.forest is not None:
             return False
         n = len(CLASSES[cls].features)
@@ -308,7 +310,7 @@ class ModelScorer:
             return False
         if agree <= 1:
             return True
-        up = top >= z_min / 2
+        up = (top >= z_min / 2) & (z[:n] >= STRONG_WINDOW_Z)
         return len({f.side for f, u in zip(CLASSES[cls].features, up) if u and f.side}) >= agree
 
     @staticmethod

@@ -169,6 +169,23 @@ def test_scrubbing_seen_in_the_in_flight_time_opens_nothing(interval):
     assert sent and not _opening(sent)
 
 
+@pytest.mark.parametrize("interval", [1.0, 2.0, 10.0])
+def test_a_scrub_right_after_a_checkpoint_opens_nothing(interval):
+    """Forty seconds of writes 50 % slower while a checkpoint lands, then five minutes of
+    reads 40 % slower (a scrub). The reads stand at z_min while the writes' minute-long
+    mean still carries the checkpoint's tail at half z_min: that tail is no second side
+    (each side's own window must be up too). Before, this opened storage_slow at 1 and
+    2 s; on a 1-2 s probe a long scrub did the same with the writes' tail alone."""
+    models = _model("storage", STORAGE)
+
+    def change(t, vec):
+        if 100 <= t < 140:
+            vec = vec | {"write_latency_ms": STORAGE["write_latency_ms"] * 1.5}
+        return vec | {"read_latency_ms": 0.7} if 135 <= t < 435 else vec
+    sent = _run(models, "storage", STORAGE, change, interval=interval, until=500.0)
+    assert sent and not _opening(sent)
+
+
 @pytest.mark.parametrize("interval", [1.0, 10.0])
 def test_a_checkpoint_burst_opens_nothing(interval):
     """Forty seconds of writes 30 % slower while a checkpoint lands, reads as ever."""
