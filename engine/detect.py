@@ -20,7 +20,7 @@ import msgspec
 
 from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, level_seeds, observe_record
 from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
-    Feature, _evidence, _template, clear_after, end_all, needed, pending_out, restore_out, symptom_key)
+    Feature, _evidence, _template, clear_after, end_all, missed, needed, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.features_compile import level_names
@@ -53,6 +53,7 @@ class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):
     probes: dict[str, str] = {}  # device -> a sampled series of it (its silence counts its intervals)
     levels: list[tuple[str, str, LevelWire]] = []  # rule id, series: a level rule's windows (engine.baseline)
     runs: list[tuple[str, str, str, int]] = []  # rule id, entity id, series, misses: a for_s rule's run
+    down: dict[str, float] = {}  # series whose link was down at their last record (`Detector.down`)
 
 
 @dataclass
@@ -82,8 +83,14 @@ class Detector:
     scorer: AnomalyScorer | None = None
     levels: dict[tuple[str, str], LevelState] = field(default_factory=dict)  # (level rule, series) -> its windows
     # series -> {(for_s rule, entity): samples of that series its condition missed since
-    # the run of hits began}: a run that misses too many is broken (`_missed`).
+    # the run of hits began}: a run that misses too many is broken (engine.detect_parts.missed).
     runs: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
+    # With models: series -> the time of their last record on which their link was down.
+    # The first record back up is not a reading of the running link (its counters' deltas
+    # span the transition: a port back from maintenance showed 11,000 corrected frames in
+    # one sample, its run while down), so the models do not see it: its tail in their
+    # minute-long mean opened link_degraded on a probe at 10 s. The rules judge it as ever.
+    down: dict[str, float] = field(default_factory=dict)
     _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -127,7 +134,8 @@ class Detector:
         out = self.extractor.run(metric, compute)
         runs = self.runs.get(metric.series) if self.runs else None
         if runs:
-            self._missed(metric.series, runs, () if out is None else out[1])
+            if not missed(self.hits, runs, () if out is None else out[1]):
+                del self.runs[metric.series]
         if out is None:
             return
         lv = None  # the level rules' values (compile_plan's level tuple)
@@ -139,7 +147,9 @@ class Detector:
             if vec is None:  # no feature at all
                 return
             add = self.scorer.adder(metric.series)
-            if add is not None:  # a series seen before: its bound accumulator (models.windows)
+            if self.down and metric.series in self.down and not any(r.family in LINK_DOWN_FAMILIES for r in fired):
+                del self.down[metric.series]  # back up: this record is the transition's (`down`)
+            elif add is not None:  # a series seen before: its bound accumulator (models.windows)
                 add(vec)
             else:
                 self.scorer.observe(metric.name, metric.series, metric.tags, ts, vec)
@@ -162,27 +172,6 @@ class Detector:
                 return
         for rule in fired:
             self._hit(rule, metric, feats)
-
-    def _missed(self, series: str, runs: dict[tuple[str, str], int], fired) -> None:
-        """A sample of `series` on which a for_s rule with a run of hits did not fire: the
-        condition did not hold then. A run holds through a stray miss (a value at the
-        threshold) but breaks once the misses pass a quarter of its samples: bursts that
-        recur every few samples (collective phases every minute at 30 s polling) never
-        add up to a condition that held for for_s seconds. A sample never sent is no
-        miss (the window bounds those)."""
-        ids = {r.id for r in fired} if fired else ()
-        for key in list(runs):
-            if key[0] in ids:
-                continue
-            dq = self.hits.get(key)
-            misses = runs[key] + 1
-            if dq is None or misses * 4 > len(dq) + misses:
-                self.hits.pop(key, None)
-                del runs[key]
-            else:
-                runs[key] = misses
-        if not runs:
-            del self.runs[series]
 
     def _levels(self, metric: Metric, levels: LevelPlan, lv: tuple) -> list | None:
         """The record into its level rules' windows (`baseline.observe_record`). The kernel
@@ -233,6 +222,8 @@ class Detector:
         (`level_seeds`): the median proves the level left, the buckets how long ago."""
         eid = self._entity(rule, metric)
         if rule.family in LINK_DOWN_FAMILIES:
+            if self.scorer is not None:
+                self.down[metric.series] = metric.ts
             down = self.active.get((rule.id, eid)) if eid is not None else None
             self._restart_levels(metric, metric.ts - down.start if down is not None else 0.0)
         if eid is None:
@@ -373,7 +364,8 @@ class Detector:
             clock=self.clock, unresolved_entities=self.unresolved_entities, out=pending_out(self._out, live),
             intervals=[(r, e, iv) for (r, e), iv in self.intervals.items()], probes=dict(self.probes),
             levels=[(r, series, st.to_wire()) for (r, series), st in self.levels.items()],
-            runs=[(r, e, series, n) for series, runs in self.runs.items() for (r, e), n in runs.items()])
+            runs=[(r, e, series, n) for series, runs in self.runs.items() for (r, e), n in runs.items()],
+            down=dict(self.down))
 
     def restore(self, state: DetectorState) -> None:
         """Continue from `state`; ValueError (before any change) if it names a rule this
@@ -393,7 +385,7 @@ class Detector:
         self.intervals = {(r, e): iv for r, e, iv in state.intervals}
         self.probes = dict(state.probes)
         self.levels = {(r, series): LevelState.from_wire(w) for r, series, w in state.levels}
-        self.runs = {}
+        self.runs, self.down = {}, dict(state.down)
         for r, e, series, n in state.runs:
             self.runs.setdefault(series, {})[(r, e)] = n
         for memory in self.extractor.series.values():  # the kernel adds to the restored windows

@@ -93,3 +93,25 @@ def restore_out(out: list[str | SymptomWire], live: Iterable[Symptom]) -> list[S
         return [by_key[x] if isinstance(x, str) else symptom_from_wire(x) for x in out]
     except KeyError as exc:
         raise ValueError(f"a pending symptom {exc} is neither active nor silent") from None
+
+
+def missed(hits: dict, runs: dict[tuple[str, str], int], fired) -> bool:
+    """A sample of a series (`runs`: its for_s rules' runs of hits, by (rule, entity), and
+    the samples each missed) on which a for_s rule with a run of hits did not fire: the
+    condition did not hold then. A run holds through a stray miss (a value at the
+    threshold) but breaks once the misses pass a quarter of its samples: bursts that
+    recur every few samples (collective phases every minute at 30 s polling) never add
+    up to a condition that held for for_s seconds. A sample never sent is no miss (the
+    window bounds those). Whether the series still has a run."""
+    ids = {r.id for r in fired} if fired else ()
+    for key in list(runs):
+        if key[0] in ids:
+            continue
+        dq = hits.get(key)
+        misses = runs[key] + 1
+        if dq is None or misses * 4 > len(dq) + misses:
+            hits.pop(key, None)
+            del runs[key]
+        else:
+            runs[key] = misses
+    return bool(runs)
