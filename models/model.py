@@ -100,6 +100,7 @@ class ClassModel:
         scale = np.zeros_like(med)
         ceiling = np.zeros_like(med)
         error = np.zeros_like(med)  # the standard error of each median (module docstring)
+        unseen = np.zeros(med.shape, dtype=bool)  # a feature the entity never reported in training
         for i in range(len(order)):
             x = values[rows == i]
             with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -107,7 +108,8 @@ class ClassModel:
                 m = np.nanmedian(x, axis=0) if len(x) else np.full(len(features), np.nan)
                 mad = np.nanmedian(np.abs(x - m), axis=0) if len(x) else np.full(len(features), np.nan)
                 top = np.nanmax(x, axis=0) if len(x) else np.full(len(features), np.nan)
-            med[i] = np.where(np.isnan(m), 0.0, m)
+            unseen[i] = np.isnan(m)
+            med[i] = np.where(unseen[i], 0.0, m)
             ceiling[i] = np.where(np.isnan(top), med[i], top)
             spread = MAD_K * np.where(np.isnan(mad), 0.0, mad)
             scale[i] = np.maximum(spread, rel_a * np.abs(med[i])) + floors_a
@@ -115,6 +117,13 @@ class ClassModel:
         for j, i, k in smooth or ():  # a smoothed mean is never calmer than white noise allows
             scale[:, j] = np.maximum(scale[:, j] - floors_a[j], k * (scale[:, i] - floors_a[i])) + floors_a[j]
             error[:, j] = error[:, i]  # its level is the window column's, known as well as that
+            # A smoothed mean never warm in training (a history shorter than its warm-up:
+            # 12 samples, 12 minutes at 60 s polling) is no zero: its level is the window
+            # column's, and it never rises above the highest window (a 10-minute history
+            # at 60 s gave every NIC a smoothed PCIe stall of 0, and at minute 12 of the
+            # run every NIC was 8-17 z over it: false nic_degraded on clean fabrics).
+            cold = unseen[:, j] & ~unseen[:, i]
+            med[cold, j], ceiling[cold, j] = med[cold, i], ceiling[cold, i]
         scale = np.sqrt((scale - floors_a) ** 2 + error ** 2) + floors_a
         pooled_med = np.median(med, axis=0) if len(order) else np.zeros(len(features))
         pooled_scale = np.median(scale, axis=0) if len(order) else floors_a.copy()

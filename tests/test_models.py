@@ -78,6 +78,23 @@ def test_a_smoothed_scale_is_never_below_what_white_noise_gives_it():
     assert model.scale[0, 1] > 0.25 * (model.scale[0, 0] - 0.01) + 0.002 + 0.1
 
 
+def test_a_smoothed_mean_never_warm_in_training_takes_its_window_columns_level():
+    """A history shorter than the smoothed mean's warm-up (12 samples: 12 minutes at 60 s
+    polling) leaves its column NaN. Its level is then the window column's, not zero (a
+    10-minute history at 60 s put every NIC's smoothed PCIe stall at 0, and at minute 12
+    every NIC was 8-17 z over it), and a reading at that level is no anomaly. A column
+    the entity never reported at all stays 0."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(1.5, 0.2, 10)
+    cold = np.column_stack([x, np.full(10, np.nan), np.full(10, np.nan), np.full(10, np.nan)])
+    model = ClassModel.fit("nic", ("stall", "stall_ewm", "other", "other_ewm"), [0.01, 0.002, 0.01, 0.002],
+                           ["n"] * 10, cold, seed=0, z_min=6.0, smooth=[(1, 0, 0.25), (3, 2, 0.25)])
+    assert model.med[0, 1] == pytest.approx(np.median(x)) and model.ceiling[0, 1] == pytest.approx(x.max())
+    assert model.med[0, 3] == 0.0  # (neither column ever reported)
+    z, verdicts = model.score(["n"], np.array([[1.5, 1.55, np.nan, np.nan]]))
+    assert z[0, 1] < 1 and not verdicts
+
+
 def test_a_short_history_does_not_make_an_entitys_ordinary_noise_news():
     """Ten minutes polled every 30 s are 20 windows: the median of those is off the
     entity's true level by about 0.28 sigma, more than the smoothed horizon's own noise
