@@ -53,7 +53,7 @@ class DetectorState(msgspec.Struct, frozen=True, omit_defaults=True):
     probes: dict[str, str] = {}  # device -> a sampled series of it (its silence counts its intervals)
     levels: list[tuple[str, str, LevelWire]] = []  # rule id, series: a level rule's windows (engine.baseline)
     runs: list[tuple[str, str, str, int]] = []  # rule id, entity id, series, misses: a for_s rule's run
-    down: dict[str, float] = {}  # series whose link was down at their last record (`Detector.down`)
+    down: list[str] = []  # series whose link was down at their last record (`Detector.down`)
 
 
 @dataclass
@@ -85,12 +85,12 @@ class Detector:
     # series -> {(for_s rule, entity): samples of that series its condition missed since
     # the run of hits began}: a run that misses too many is broken (engine.detect_parts.missed).
     runs: dict[str, dict[tuple[str, str], int]] = field(default_factory=dict)
-    # With models: series -> the time of their last record on which their link was down.
+    # With models: the modelled series whose link was down at their last record.
     # The first record back up is not a reading of the running link (its counters' deltas
     # span the transition: a port back from maintenance showed 11,000 corrected frames in
     # one sample, its run while down), so the models do not see it: its tail in their
     # minute-long mean opened link_degraded on a probe at 10 s. The rules judge it as ever.
-    down: dict[str, float] = field(default_factory=dict)
+    down: set[str] = field(default_factory=set)
     _modelled: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -148,7 +148,7 @@ class Detector:
                 return
             add = self.scorer.adder(metric.series)
             if self.down and metric.series in self.down and not any(r.family in LINK_DOWN_FAMILIES for r in fired):
-                del self.down[metric.series]  # back up: this record is the transition's (`down`)
+                self.down.discard(metric.series)  # back up: this record is the transition's (`down`)
             elif add is not None:  # a series seen before: its bound accumulator (models.windows)
                 add(vec)
             else:
@@ -222,8 +222,8 @@ class Detector:
         (`level_seeds`): the median proves the level left, the buckets how long ago."""
         eid = self._entity(rule, metric)
         if rule.family in LINK_DOWN_FAMILIES:
-            if self.scorer is not None:
-                self.down[metric.series] = metric.ts
+            if metric.name in self._modelled:
+                self.down.add(metric.series)
             down = self.active.get((rule.id, eid)) if eid is not None else None
             self._restart_levels(metric, metric.ts - down.start if down is not None else 0.0)
         if eid is None:
@@ -365,7 +365,7 @@ class Detector:
             intervals=[(r, e, iv) for (r, e), iv in self.intervals.items()], probes=dict(self.probes),
             levels=[(r, series, st.to_wire()) for (r, series), st in self.levels.items()],
             runs=[(r, e, series, n) for series, runs in self.runs.items() for (r, e), n in runs.items()],
-            down=dict(self.down))
+            down=sorted(self.down))
 
     def restore(self, state: DetectorState) -> None:
         """Continue from `state`; ValueError (before any change) if it names a rule this
@@ -385,7 +385,7 @@ class Detector:
         self.intervals = {(r, e): iv for r, e, iv in state.intervals}
         self.probes = dict(state.probes)
         self.levels = {(r, series): LevelState.from_wire(w) for r, series, w in state.levels}
-        self.runs, self.down = {}, dict(state.down)
+        self.runs, self.down = {}, set(state.down)
         for r, e, series, n in state.runs:
             self.runs.setdefault(series, {})[(r, e)] = n
         for memory in self.extractor.series.values():  # the kernel adds to the restored windows
