@@ -97,10 +97,35 @@ def build_engine(settings: EngineSettings, *, topology: Topology | None = None,
     if models is None:
         models = load_models(settings.models_dir)
     cabling = None if settings.lldp is None else load_cabling(topology, settings.lldp, declared=settings.topology)
+    if settings.jobs_file is not None:
+        for line in jobs_warnings(settings.jobs_file, topology, settings.pod_labels):
+            log.warning("jobs: %s", line)
     return EngineParts(rules=load_rules(list(settings.rule_files) or None), topology=topology,
                        roles={d: topology.role(d) for d in topology.devices()}, config=settings.config,
                        jobs_file=settings.jobs_file, models=models, pod_labels=settings.pod_labels,
                        mappings=default_mappings(settings.mapping_dirs), cabling=cabling)
+
+
+def jobs_warnings(path: Path, topology: Topology, labels: PodLabels) -> list[str]:
+    """What an operator should hear of a jobs file before a replay or worker starts: a
+    file of no job at all, and hosts its jobs run on that the topology does not hold
+    (a scheduler's node names that are not the fabric's: those jobs are never found
+    affected). A file that cannot be read raises JobError, naming it."""
+    from engine.job_sources import read_jobs_file
+
+    jobs = {job.job_id: job for _, job in read_jobs_file(path, labels=labels).snapshots}
+    if not jobs:
+        return [f"{path}: no job in it (an empty queue?): no incident will name an affected job from it"]
+    hosts = {h for job in jobs.values() for h in job.hosts}
+    known = set(topology.devices())
+    missing = sorted(hosts - known)
+    if not missing:
+        return []
+    lost = sorted(j for j, job in jobs.items() if job.hosts and not set(job.hosts) & known)
+    return [f"{path}: {len(missing)} of the {len(hosts)} hosts its {len(jobs)} job(s) run on are not in the topology "
+            f"(e.g. {', '.join(missing[:3])}): no incident names them; "
+            + (f"{len(lost)} job(s) have no host in it (e.g. {', '.join(lost[:3])})" if lost
+               else "every job has a host in it")]
 
 
 def load_cabling(topology: Topology, lldp: Path, *, declared: Path | None) -> CablingCheck:

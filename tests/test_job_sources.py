@@ -214,3 +214,39 @@ def test_pod_documents_are_recognised_only_as_such():
     assert document_kind(doc) == PODS and document_kind(doc["items"][0]) == PODS
     assert document_kind({"kind": "List", "items": [{"kind": "Service"}]}) is None
     assert document_kind({"name": "job_placement", "kind": "List", "items": []}) == PODS  # kubectl's, not Telegraf's
+
+
+# ------------------------------------------------------------------- at start
+
+
+def test_a_replay_says_which_hosts_of_its_jobs_the_topology_lacks(tmp_path, caplog):
+    """A scheduler's node names that are not the fabric's (Slurm's cn004 where the
+    topology says gpu004) leave every incident without its affected jobs: the engine says
+    so when it starts, naming hosts and jobs, and says nothing when every host is known."""
+    from compose.engine import EngineSettings, build_engine
+    topology = Path(__file__).parent / "data" / "air.dot"
+    text = (SLURM / "slurmrestd_jobs_v0.0.41_slurm24.05_slurmweb.json").read_text()
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(text)
+    mixed = tmp_path / "mixed.json"  # (job 649728 on the fabric's hosts; 649717 still on cn001)
+    mixed.write_text(text.replace("cn[004-006]", "gpu[004-006]").replace('"cn00', '"gpu00').replace('"gpu001"', '"cn001"'))
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({**json.loads(text), "jobs": []}))
+    placements = tmp_path / "placements.jsonl"
+    placements.write_text(json.dumps({"name": "job_placement", "tags": {"scheduler": "slurm"}, "timestamp": T0,
+                                      "fields": {"job_id": "7", "account": "acme", "job_state": "RUNNING",
+                                                 "nodes": "gpu[001-002]"}}) + "\n")
+    said = {}
+    for path in (foreign, mixed, empty, placements):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="fabric_rca.compose"):
+            build_engine(EngineSettings(topology=topology, jobs_file=path))
+        said[path.name] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("jobs: ")]
+    [line] = said["foreign.json"]
+    assert "4 of the 4 hosts its 3 job(s) run on are not in the topology (e.g. cn001, cn004, cn005)" in line
+    assert "2 job(s) have no host in it (e.g. 649717, 649728)" in line
+    [line] = said["mixed.json"]
+    assert "1 of the 4 hosts" in line and "1 job(s) have no host in it (e.g. 649717)" in line
+    [line] = said["empty.json"]
+    assert "no job in it" in line
+    assert said["placements.jsonl"] == []
