@@ -79,6 +79,19 @@ class _Streak:
     strong: int = 0  # of them, strong windows (`ModelScorer._strong`)
     strong_last: float = 0.0  # end of its latest strong window
     strong_first: float = 0.0  # start of its current run of strong windows
+    dipped: bool = False  # the run's latest window of data was not strong (a second in a row ends it)
+
+
+    def dip(self) -> None:
+        """A window of the entity's data that is not strong: one between strong windows
+        leaves their run standing (a slow drift's own 5 s means scatter about its rising
+        level, and one in a few dips below STRONG_WINDOW_Z: pcie_stall-1 of a 1 s probe of
+        the tune-range seeds waited 30 s for an unbroken run); a second in a row ends it (a
+        burst's tail: its smoothed mean stays up while its own windows are back at zero)."""
+        if self.dipped or self.strong == 0:
+            self.strong, self.dipped = 0, False
+        else:
+            self.dipped = True
 
 
 class ScorerState(msgspec.Struct, frozen=True):
@@ -178,7 +191,7 @@ class ModelScorer:
     def snapshot(self) -> ScorerState:
         return ScorerState(
             cutter=self.cutter.snapshot(), smoother=self.smoother.snapshot(),
-            streaks=[(c, k, _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first)) for (c, k), st in self.streaks.items()],
+            streaks=[(c, k, _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first, st.dipped)) for (c, k), st in self.streaks.items()],
             active=[(c, k, symptom_to_wire(s)) for (c, k), s in self.active.items()],
             online={c: {k: (m.tolist(), sc.tolist()) for k, (m, sc) in d.items()} for c, d in self.online.items()},
             windows=self.windows, anomalies=self.anomalies, out=pending_out(self._out, self.active.values()))
@@ -196,7 +209,7 @@ class ModelScorer:
         out = restore_out(state.out, active.values())
         self.cutter.restore(state.cutter)
         self.smoother.restore(state.smoother)
-        self.streaks = {(c, k): _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first) for c, k, st in state.streaks}
+        self.streaks = {(c, k): _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first, st.dipped) for c, k, st in state.streaks}
         self.active, self._out = active, out
         self.online = {c: {k: (np.asarray(m, dtype=float), np.asarray(sc, dtype=float)) for k, (m, sc) in d.items()}
                        for c, d in state.online.items()}
@@ -239,7 +252,7 @@ class ModelScorer:
                 if k not in self.active or end - self.streaks[k].last >= self.clear_s:
                     self._end(k)
                 else:
-                    self.streaks[k].strong = 0  # and its run of strong windows is over
+                    self.streaks[k].dip()
             if self.learn_rate:
                 calm = np.flatnonzero(z.max(axis=1) < self.learn_below)
                 for i in calm:
@@ -255,11 +268,11 @@ class ModelScorer:
             st = self.streaks[k] = _Streak(start, end, 0)
         st.last, st.count = end, st.count + 1
         if not self._strong(cls, verdict):
-            st.strong = 0  # a run of strong windows is broken by any other window of data
+            st.dip()
         else:
             if st.strong == 0:
                 st.strong_first = start
-            st.strong, st.strong_last = st.strong + 1, end
+            st.strong, st.strong_last, st.dipped = st.strong + 1, end, False
         if st.count < self.hits or st.last - st.first < self.evidence_s:
             return
         sustained = st.strong_last - st.strong_first >= self.open_s and st.strong >= self.strong_hits

@@ -90,9 +90,11 @@ def nic_models() -> ModelSet:
     return ModelSet({"nic": model}, 5.0)
 
 
-def _scored(models: ModelSet, stall: tuple[float, float], *, interval: float, until: float = 300.0) -> list:
+def _scored(models: ModelSet, stall: tuple[float, float], *, interval: float, until: float = 300.0,
+            calm: tuple[tuple[float, float], ...] = ()) -> list:
     """Every symptom the scorer sends for gpu1:eth0 sampled every `interval` s, its PCIe
-    stall gauge at 3 % from T0+stall[0] to T0+stall[1] and at its normal 0.2 % otherwise."""
+    stall gauge at 3 % from T0+stall[0] to T0+stall[1] (but in the `calm` spans) and at
+    its normal 0.2 % otherwise."""
     scorer = models.scorer()
     tags = {"host": "gpu1", "interface": "eth0"}
     out = []
@@ -100,7 +102,8 @@ def _scored(models: ModelSet, stall: tuple[float, float], *, interval: float, un
         t = T0 + k * interval
         scorer.advance(t)
         vec = [0.0] * len(NIC.features)
-        vec[STALL] = 3.0 if stall[0] <= t - T0 < stall[1] else 0.2
+        stalled = stall[0] <= t - T0 < stall[1] and not any(a <= t - T0 < b for a, b in calm)
+        vec[STALL] = 3.0 if stalled else 0.2
         scorer.observe("nic_port", "nic_port,gpu1,eth0", tags, t, tuple(vec))
         out += [(t, s) for s in scorer.drain()]
     scorer.finish()
@@ -144,6 +147,19 @@ def test_a_sustained_strong_anomaly_opens_one_incident_at_any_sampling(nic_model
     assert min(s.start for s in sustained) == pytest.approx(T0 + 100, abs=interval + 5)
     incidents = _correlate(sent)
     assert [i["root_causes"][0]["cause"] for i in incidents.values()] == ["nic_degraded"]
+
+
+def test_one_calm_window_does_not_break_a_strong_run_and_two_do(nic_models):
+    """A slow drift's own 5 s means scatter about its rising level, and one in a few dips
+    below STRONG_WINDOW_Z while its minute-long mean stands high: 35 s of stall with one
+    calm window in it opens (the run of strong windows stands); with two calm windows in a
+    row it does not (that is a burst's tail: two bursts of 15 s, neither long enough)."""
+    one = _scored(nic_models, (100, 135), interval=1.0, calm=((115, 120),))
+    assert {s.kind for _, s in one if opens_incident(s.rule)} == {"nic_pcie_stall"}
+    assert [i["root_causes"][0]["cause"] for i in _correlate(one).values()] == ["nic_degraded"]
+    two = _scored(nic_models, (100, 140), interval=1.0, calm=((115, 125),))
+    assert two and not any(opens_incident(s.rule) for _, s in two)
+    assert _correlate(two) == {}
 
 
 def test_symptoms_of_no_model_are_left_to_the_rules_default():
