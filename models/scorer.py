@@ -81,7 +81,6 @@ class _Streak:
     strong_first: float = 0.0  # start of its current run of strong windows
     dipped: bool = False  # the run's latest window of data was not strong (a second in a row ends it)
 
-
     def dip(self) -> None:
         """A window of the entity's data that is not strong: one between strong windows
         leaves their run standing (a slow drift's own 5 s means scatter about its rising
