@@ -29,7 +29,7 @@ constant memory per entity.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -190,7 +190,7 @@ class ModelScorer:
     def snapshot(self) -> ScorerState:
         return ScorerState(
             cutter=self.cutter.snapshot(), smoother=self.smoother.snapshot(),
-            streaks=[(c, k, _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first, st.dipped)) for (c, k), st in self.streaks.items()],
+            streaks=[(c, k, replace(st)) for (c, k), st in self.streaks.items()],
             active=[(c, k, symptom_to_wire(s)) for (c, k), s in self.active.items()],
             online={c: {k: (m.tolist(), sc.tolist()) for k, (m, sc) in d.items()} for c, d in self.online.items()},
             windows=self.windows, anomalies=self.anomalies, out=pending_out(self._out, self.active.values()))
@@ -208,7 +208,7 @@ class ModelScorer:
         out = restore_out(state.out, active.values())
         self.cutter.restore(state.cutter)
         self.smoother.restore(state.smoother)
-        self.streaks = {(c, k): _Streak(st.first, st.last, st.count, st.strong, st.strong_last, st.strong_first, st.dipped) for c, k, st in state.streaks}
+        self.streaks = {(c, k): replace(st) for c, k, st in state.streaks}  # (copies: the state stays as taken)
         self.active, self._out = active, out
         self.online = {c: {k: (np.asarray(m, dtype=float), np.asarray(sc, dtype=float)) for k, (m, sc) in d.items()}
                        for c, d in state.online.items()}
