@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from engine.cabling import CablingCheck, check_cabling
-from engine.jobs import JobBook
+from engine.job_sources import load_jobs
+from engine.jobs import Job, JobBook
 from engine.k8s_pods import DEFAULT_JOB_LABELS, DEFAULT_TENANT_LABELS, PodLabels
 from engine.mapping import MappingSet, default_mappings
 from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline, Stats
@@ -53,7 +54,7 @@ class EngineParts:
     topology: Topology
     roles: dict[str, str]
     config: EngineConfig
-    jobs_file: Path | None = None
+    jobs: tuple[Job, ...] = ()  # the jobs file's jobs, read once (`engine.job_sources.load_jobs`: by event time)
     models: "ModelSet | None" = None
     pod_labels: PodLabels = PodLabels()
     mappings: MappingSet | None = None  # None: engine.mapping.default_mappings()
@@ -68,7 +69,10 @@ class EngineParts:
 
     def job_book(self) -> JobBook:
         """A fresh book of the preloaded jobs (each correlator holds its own)."""
-        return JobBook.from_file(self.jobs_file, labels=self.pod_labels)
+        book = JobBook()
+        for job in self.jobs:
+            book.update(job)
+        return book
 
     def scorer(self) -> AnomalyScorer | None:
         """A fresh anomaly scorer (it holds run-time state: one per detect stage), or None."""
@@ -97,23 +101,23 @@ def build_engine(settings: EngineSettings, *, topology: Topology | None = None,
     if models is None:
         models = load_models(settings.models_dir)
     cabling = None if settings.lldp is None else load_cabling(topology, settings.lldp, declared=settings.topology)
+    jobs: tuple[Job, ...] = ()
     if settings.jobs_file is not None:
-        for line in jobs_warnings(settings.jobs_file, topology, settings.pod_labels):
+        jobs = tuple(job for _, job in load_jobs(settings.jobs_file, labels=settings.pod_labels))
+        for line in jobs_warnings(settings.jobs_file, jobs, topology):
             log.warning("jobs: %s", line)
     return EngineParts(rules=load_rules(list(settings.rule_files) or None), topology=topology,
                        roles={d: topology.role(d) for d in topology.devices()}, config=settings.config,
-                       jobs_file=settings.jobs_file, models=models, pod_labels=settings.pod_labels,
+                       jobs=jobs, models=models, pod_labels=settings.pod_labels,
                        mappings=default_mappings(settings.mapping_dirs), cabling=cabling)
 
 
-def jobs_warnings(path: Path, topology: Topology, labels: PodLabels) -> list[str]:
-    """What an operator should hear of a jobs file before a replay or worker starts: a
-    file of no job at all, and hosts its jobs run on that the topology does not hold
-    (a scheduler's node names that are not the fabric's: those jobs are never found
-    affected). A file that cannot be read raises JobError, naming it."""
-    from engine.job_sources import read_jobs_file
-
-    jobs = {job.job_id: job for _, job in read_jobs_file(path, labels=labels).snapshots}
+def jobs_warnings(path: Path, snapshots: Iterable[Job], topology: Topology) -> list[str]:
+    """What an operator should hear of a jobs file (its jobs: `snapshots`) before a
+    replay or worker starts: a file of no job at all, and hosts its jobs run on that the
+    topology does not hold (a scheduler's node names that are not the fabric's: those
+    jobs are never found affected)."""
+    jobs = {job.job_id: job for job in snapshots}
     if not jobs:
         return [f"{path}: no job in it (an empty queue?): no incident will name an affected job from it"]
     hosts = {h for job in jobs.values() for h in job.hosts}
