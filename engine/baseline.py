@@ -99,6 +99,16 @@ class LevelState:
     # The windows at the interval last judged at (`_windows_at`): (interval, windows(),
     # nominal()); derived, so neither checkpointed nor forgotten on restart.
     spans: tuple | None = None
+    # `calm`: the last judgement found that no window could pass the rule's bounds from
+    # the extremes of every bucket kept, `hi` and `lo` (`_may_pass`). A bucket that
+    # closes then widens them (when it lies outside), and while they still cannot pass
+    # the series stays calm, unjudged and its old buckets kept (up to `cap`): the windows
+    # judged would only have lost buckets, which narrows their extremes. Derived, so not
+    # checkpointed (a restored series is judged in full at its next bucket).
+    calm: bool = False
+    hi: float = 0.0
+    lo: float = 0.0
+    cap: int = 0
 
     def restart(self) -> None:
         """Forget the windows (in place: the compiled kernel holds this object). The
@@ -107,6 +117,7 @@ class LevelState:
         self.bucket, self.total, self.count, self.last = -1, 0.0, 0, float("-inf")
         self.times, self.values = [], []
         self.verdict, self.recent, self.baseline = False, None, None
+        self.calm = False
 
     def to_wire(self) -> LevelWire:
         return LevelWire(self.bucket, self.total, self.count, self.last, list(self.times),
@@ -142,9 +153,17 @@ def observe(st: LevelState, level: Level, ts: float, value: float, interval_of: 
     b = math.floor(ts / level.bucket_s)
     if b != st.bucket:
         if st.count:
+            v = st.total / st.count
             st.times.append(st.last)
-            st.values.append(st.total / st.count)
-            _judge(st, level, ts, interval_of(series))
+            st.values.append(v)
+            if st.calm and len(st.values) < st.cap:
+                hi, lo = (v if v > st.hi else st.hi), (v if v < st.lo else st.lo)
+                if _may_pass(level, hi, lo):
+                    _judge(st, level, ts, interval_of(series))
+                else:  # still calm: the verdict stays off
+                    st.hi, st.lo = hi, lo
+            else:
+                _judge(st, level, ts, interval_of(series))
         st.bucket, st.total, st.count = b, 0.0, 0
     st.total += value
     st.count += 1
@@ -168,9 +187,14 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
     drop = bisect_right(times, oldest)
     if drop:
         del times[:drop], values[:drop]
-    st.verdict, st.baseline, st.recent = False, None, None
-    if not times or not _may_hold(level, values, 0, 0):
-        return  # (no window the comparisons below take can pass: they are all inside these)
+    st.verdict, st.baseline, st.recent, st.calm = False, None, None, False
+    if not times:
+        return
+    hi, lo = max(values), min(values)
+    if not _may_pass(level, hi, lo):
+        # (no window the comparisons below take can pass: they are all inside these)
+        st.calm, st.hi, st.lo, st.cap = True, hi, lo, 2 * len(values) + 8
+        return
     _compare(st, level, now, recent_s, baseline_s, interval, True)
     if st.verdict or not level.needs_baseline:
         return
@@ -247,14 +271,18 @@ def _may_hold(level: Level, values: list, lo: int, split: int) -> bool:
     lo = split = 0 asks it of every bucket kept, which holds every window compared.
     Most series of a healthy fabric sit far from every bound: this spares them the
     comparisons, and sorting their windows, on every closed bucket (a third of a replay
-    at 10 s polling before). Exact: it only rejects what `Level.holds` would."""
+    at 10 s polling before); with `LevelState.calm`, most of their closed buckets are not
+    even judged. Exact: it only rejects what `Level.holds` would."""
     if level.above is None and not level.needs_baseline:
         return True
-    top = max(values[split:])
+    return _may_pass(level, max(values[split:]), min(values[lo:split] if split > lo else values))
+
+
+def _may_pass(level: Level, top: float, floor: float) -> bool:
+    """`_may_hold` from the recent window's largest bucket and the baseline's smallest."""
     if level.above is not None and top < level.above:
         return False
     if level.needs_baseline:
-        floor = min(values[lo:split] if split > lo else values)  # (0, 0: every bucket kept)
         if level.rise > 0 and top - floor < level.rise:
             return False
         if level.ratio >= 1 and floor >= 0 and top < level.ratio * floor:

@@ -1,5 +1,6 @@
 """engine.baseline's shortcut: `_may_hold` rejects a comparison from the windows' extremes
-before their quantiles are sorted out. It must reject only what `Level.holds` would:
+before their quantiles are sorted out (`_may_pass`), and a series found calm is not judged
+again while the extremes of its buckets since cannot pass either (`LevelState.calm`). It must reject only what `Level.holds` would:
 series by series, sample by sample, the verdicts and the medians a symptom carries are
 those of the same windows judged without it, for every shipped level rule and for rules
 with every kind of bound, at any interval."""
@@ -24,11 +25,14 @@ OWN = [Level(feature="x", above=5.0), Level(feature="x", ratio=2.0), Level(featu
 
 def run(level: Level, samples: list[tuple[float, float]], interval: float) -> list:
     """(verdict, recent, baseline) after every sample; recent and baseline only where the
-    verdict holds (a symptom reads them only then)."""
+    verdict holds (a symptom reads them only then). A calm series' extremes hold every
+    bucket kept."""
     st_, out = LevelState(), []
     for ts, v in samples:
         off = observe(st_, level, ts, v, lambda _s: interval, "s")
         out.append((off, st_.recent, st_.baseline) if off else (off,))
+        if st_.calm:
+            assert st_.lo <= min(st_.values) and max(st_.values) <= st_.hi and len(st_.values) <= st_.cap
     return out
 
 
@@ -48,12 +52,12 @@ def test_the_shortcut_changes_no_verdict(level, interval, s):
     samples = [(1764400000 + k * interval, max(0.0, floor + noise * d + (floor * times + plus if k >= at else 0.0)))
                for k, d in enumerate(draws)]
     fast = run(level, samples, interval)
-    kept = baseline._may_hold
-    baseline._may_hold = lambda *a: True
+    kept = baseline._may_pass
+    baseline._may_pass = lambda *a: True
     try:
         full = run(level, samples, interval)
     finally:
-        baseline._may_hold = kept
+        baseline._may_pass = kept
     assert fast == full
 
 
@@ -66,3 +70,22 @@ def test_the_shortcut_rejects_a_flat_series_and_keeps_a_step():
     assert not baseline._may_hold(replace(lv, ratio=0.0), values, 0, 24)
     assert not baseline._may_hold(Level(feature="x", above=1.0), values, 0, 24)
     assert baseline._may_hold(lv, [1.0] * 24 + [5.0] * 12, 0, 24)
+
+
+def test_a_calm_series_is_judged_only_when_its_extremes_could_pass(monkeypatch):
+    """At 10 s polling every sample closes a bucket. A series far from its rule's bounds
+    is judged once, then stays calm (its buckets only widen extremes that still cannot
+    pass) until `cap` buckets are kept; buckets that could pass are judged, each one."""
+    judged = []
+    full = baseline._judge
+    monkeypatch.setattr(baseline, "_judge", lambda st_, level, now, interval: (judged.append(now),
+                                                                               full(st_, level, now, interval)))
+    level = Level(feature="x", recent_s=60, above=2000.0)
+    t0 = 1764400000
+    quiet = [(t0 + 10 * k, 100.0 + (k * 37) % 50) for k in range(300)]
+    run(level, quiet, 10.0)
+    assert 0 < len(judged) <= 300 / 8  # (a full judgement when `cap` buckets are kept)
+    judged.clear()
+    out = run(level, quiet[:200] + [(t0 + 10 * k, 5000.0) for k in range(200, 210)], 10.0)
+    assert [t for t in judged if t > t0 + 10 * 200] == [t0 + 10 * k for k in range(201, 210)]
+    assert out[-1][0]  # (and the level is off by the end of the step)
