@@ -270,6 +270,11 @@ def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Conte
     elif cause == "device_down":
         if not any(s.kind == "switch_silent" and s.entity.id == entity.id for s in symptoms):
             return 0.4  # a switch that still reports is not down
+        far = [p for p in map(ctx.topology.peer, ctx.topology.interfaces(entity.id)) if p]
+        down = {s.entity.id for s in symptoms if s.family == "link_state"}
+        if 2 * sum(p in down for p in far) < len(far):
+            return 0.4  # most of its links are up at their far ends: silent, but not down
+            # (a collector gap while one of its links flaps: contract section 8)
     elif cause == "link_flap":
         if not any(s.kind == "link_flap" for s in symptoms):
             return 0.6  # down once is not yet flapping

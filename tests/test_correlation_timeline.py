@@ -43,6 +43,7 @@ KINDS = {
     "nic_link_down": ("link_down", "link_state", "interface", 0.7),
     "port_oper_down": ("link_down", "link_state", "interface", 0.7),
     "port_carrier_flap": ("link_flap", "link_state", "interface", 0.8),
+    "nic_link_flap": ("link_flap", "link_state", "interface", 0.8),
     "switch_silent": ("switch_silent", "silence", "switch", 0.9),
     "storage_latency": ("storage_latency", "storage", "storage", 0.7),
     "nic_tx_busy": ("nic_tx_busy", "load", "interface", 0.1),
@@ -161,6 +162,21 @@ def test_a_collector_gap_is_not_a_dead_switch_but_a_switch_its_peers_lose_is():
     dead = gap + episode("port_oper_down", "leaf1:swp51", 21, 120) + episode("port_oper_down", "leaf2:swp51", 22, 120)
     _, published = run(dead, until=200)
     assert tops(published) == [("device_down", "spine1")]
+
+
+def test_a_host_link_flapping_while_its_leafs_collector_is_silent_is_a_flap_not_a_dead_leaf():
+    """A collector gap of leaf1 while gpu1's link flaps: gpu1 sees its link go down and
+    come back, the leaf says nothing. Its other links are up at their far ends (no
+    symptom from gpu2 or the spines): silent, not down (tune-any probe at 5 and 10 s,
+    8 of 8 named device_down before)."""
+    flap = (episode("switch_silent", "leaf1", 15, 90) + episode("nic_link_down", "gpu1:eth0", 20, 25)
+            + episode("nic_link_down", "gpu1:eth0", 40, 45) + episode("nic_link_flap", "gpu1:eth0", 20, 60))
+    _, published = run(flap, until=200)
+    assert tops(published) == [("link_flap", "gpu1:eth0--leaf1:swp1")]
+    dead = flap + episode("nic_link_down", "gpu2:eth0", 16, 90) + episode("port_oper_down", "spine1:swp1", 16, 90) \
+        + episode("port_oper_down", "spine2:swp1", 17, 90)
+    _, published = run(dead, until=200)
+    assert ("device_down", "leaf1") in tops(published)  # every far end sees its link down: dead
 
 
 def test_a_switch_reporting_its_own_ports_down_is_alive():
