@@ -97,18 +97,21 @@ class LevelState:
     recent: float | None = None
     baseline: float | None = None
     # The windows at the interval last judged at (`_windows_at`): (interval, windows(),
-    # nominal()); derived, so neither checkpointed nor forgotten on restart.
+    # nominal(), the two windows' sum); derived, so neither checkpointed nor forgotten on
+    # restart.
     spans: tuple | None = None
     # `calm`: the last judgement found that no window could pass the rule's bounds from
     # the extremes of every bucket kept, `hi` and `lo` (`_may_pass`). A bucket that
     # closes then widens them (when it lies outside), and while they still cannot pass
     # the series stays calm, unjudged and its old buckets kept (up to `cap`): the windows
-    # judged would only have lost buckets, which narrows their extremes. Derived, so not
-    # checkpointed (a restored series is judged in full at its next bucket).
+    # judged would only have lost buckets, which narrows their extremes; `floor` is the
+    # time up to which they would have lost them (its windows at each bucket's interval).
+    # Derived, so not checkpointed (a restored series is judged in full at its next bucket).
     calm: bool = False
     hi: float = 0.0
     lo: float = 0.0
     cap: int = 0
+    floor: float = 0.0
 
     def restart(self) -> None:
         """Forget the windows (in place: the compiled kernel holds this object). The
@@ -156,14 +159,18 @@ def observe(st: LevelState, level: Level, ts: float, value: float, interval_of: 
             v = st.total / st.count
             st.times.append(st.last)
             st.values.append(v)
+            interval = interval_of(series)
             if st.calm and len(st.values) < st.cap:
                 hi, lo = (v if v > st.hi else st.hi), (v if v < st.lo else st.lo)
                 if _may_pass(level, hi, lo):
-                    _judge(st, level, ts, interval_of(series))
+                    _judge(st, level, ts, interval)
                 else:  # still calm: the verdict stays off
                     st.hi, st.lo = hi, lo
+                    edge = ts - _windows_at(st, level, interval)[3]  # (what a judgement would drop)
+                    if edge > st.floor:
+                        st.floor = edge
             else:
-                _judge(st, level, ts, interval_of(series))
+                _judge(st, level, ts, interval)
         st.bucket, st.total, st.count = b, 0.0, 0
     st.total += value
     st.count += 1
@@ -176,13 +183,16 @@ def _windows_at(st: LevelState, level: Level, interval: float) -> tuple:
     series' interval changes rarely; a bucket closes on every sample at 10 s polling)."""
     spans = st.spans
     if spans is None or spans[0] != interval:
-        spans = st.spans = (interval, windows(level, interval), nominal(level, interval))
+        both = windows(level, interval)
+        spans = st.spans = (interval, both, nominal(level, interval), both[0] + both[1])
     return spans
 
 
 def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
-    _, (recent_s, baseline_s), short = _windows_at(st, level, interval)
+    _, (recent_s, baseline_s), short, _ = _windows_at(st, level, interval)
     cut, oldest = now - recent_s, now - recent_s - baseline_s
+    if st.calm and st.floor > oldest:  # (the buckets a calm series kept that judgements would
+        oldest = st.floor  # have dropped: its windows may have grown since, with its interval)
     times, values = st.times, st.values
     drop = bisect_right(times, oldest)
     if drop:
@@ -192,8 +202,9 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
         return
     hi, lo = max(values), min(values)
     if not _may_pass(level, hi, lo):
-        # (no window the comparisons below take can pass: they are all inside these)
-        st.calm, st.hi, st.lo, st.cap = True, hi, lo, 2 * len(values) + 8
+        # (no window the comparisons below take can pass: they are all inside these; calm
+        # keeps at most a quarter more buckets than the windows hold: memory, checkpoints)
+        st.calm, st.hi, st.lo, st.floor, st.cap = True, hi, lo, oldest, len(values) + 4 + len(values) // 4
         return
     _compare(st, level, now, recent_s, baseline_s, interval, True)
     if st.verdict or not level.needs_baseline:

@@ -1,9 +1,10 @@
 """engine.baseline's shortcut: `_may_hold` rejects a comparison from the windows' extremes
 before their quantiles are sorted out (`_may_pass`), and a series found calm is not judged
-again while the extremes of its buckets since cannot pass either (`LevelState.calm`). It must reject only what `Level.holds` would:
-series by series, sample by sample, the verdicts and the medians a symptom carries are
-those of the same windows judged without it, for every shipped level rule and for rules
-with every kind of bound, at any interval."""
+again while the extremes of its buckets since cannot pass either (`LevelState.calm`). It
+must reject only what `Level.holds` would: series by series, sample by sample, the
+verdicts and the medians a symptom carries are those of the same windows judged without
+it, for every shipped level rule and for rules with every kind of bound, at any interval
+(and with the interval changing under a calm series)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -84,8 +85,40 @@ def test_a_calm_series_is_judged_only_when_its_extremes_could_pass(monkeypatch):
     t0 = 1764400000
     quiet = [(t0 + 10 * k, 100.0 + (k * 37) % 50) for k in range(300)]
     run(level, quiet, 10.0)
-    assert 0 < len(judged) <= 300 / 8  # (a full judgement when `cap` buckets are kept)
+    assert 0 < len(judged) <= 300 / 4  # (a full judgement when `cap` buckets are kept)
     judged.clear()
     out = run(level, quiet[:200] + [(t0 + 10 * k, 5000.0) for k in range(200, 210)], 10.0)
     assert [t for t in judged if t > t0 + 10 * 200] == [t0 + 10 * k for k in range(201, 210)]
     assert out[-1][0]  # (and the level is off by the end of the step)
+
+
+@pytest.mark.parametrize("level", SHIPPED + OWN[:3], ids=lambda lv: f"{lv.feature}-{lv.ratio}-{lv.rise}-{lv.above}")
+@settings(max_examples=60, deadline=None)  # (800 each found nothing more)
+@given(s=series, first=st.sampled_from([1.0, 5.0, 10.0, 30.0]), then=st.sampled_from([1.0, 5.0, 10.0, 30.0]),
+       change=st.integers(0, 400), gaps=st.lists(st.integers(0, 399), max_size=8))
+def test_the_shortcut_changes_no_verdict_when_the_interval_changes(level, s, first, then, change, gaps):
+    """The same, with the series' interval changing at a sample (a collector set to poll
+    slower or faster: the windows grow or shrink under a calm series) and missed samples."""
+    floor, noise, times, plus, at, draws = s
+    samples, ts = [], 1764400000.0
+    for k, d in enumerate(draws):
+        ts += first if k < change else then
+        if k not in gaps:
+            samples.append((ts, max(0.0, floor + noise * d + (floor * times + plus if k >= at else 0.0))))
+    switch = 1764400000.0 + first * change
+
+    def run_(level):
+        st_, out = LevelState(), []
+        for t, v in samples:
+            off = observe(st_, level, t, v, lambda _s: first if t <= switch else then, "s")
+            out.append((off, st_.recent, st_.baseline) if off else (off,))
+        return out
+
+    fast = run_(level)
+    kept = baseline._may_pass
+    baseline._may_pass = lambda *a: True
+    try:
+        full = run_(level)
+    finally:
+        baseline._may_pass = kept
+    assert fast == full
