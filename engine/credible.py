@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.attribution import shared_link
-from engine.rank import Context, explain, pressure_key
+from engine.rank import Context, explain, links_seen_down, pressure_key
 from engine.types import Entity, Symptom, device_of
 
 REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
@@ -236,10 +236,7 @@ class Persistence:
         return None
 
     def _switch_down(self, switch: str, direct: list[Symptom], ctx: Context) -> float | None:
-        # A dead switch reports nothing: its links count when their far ends see them down.
-        seen = [s for s in direct if s.family == "link_state" and s.device != switch]
-        links = {ctx.topology.link_of(s.entity.id) for s in seen} - {None}
-        every = {ctx.topology.link_of(i) for i in ctx.topology.interfaces(switch)} - {None}
+        links, every = links_seen_down(switch, direct, ctx.topology)
         if len(links) >= max(self.switch_links_down, self.switch_links_share * len(every)):
-            return min(s.start for s in seen)
+            return min(s.start for s in direct if s.family == "link_state" and s.device != switch)
         return None

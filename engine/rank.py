@@ -270,9 +270,8 @@ def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Conte
     elif cause == "device_down":
         if not any(s.kind == "switch_silent" and s.entity.id == entity.id for s in symptoms):
             return 0.4  # a switch that still reports is not down
-        far = [p for p in map(ctx.topology.peer, ctx.topology.interfaces(entity.id)) if p]
-        down = {s.entity.id for s in symptoms if s.family == "link_state"}
-        if 2 * sum(p in down for p in far) < len(far):
+        seen, every = links_seen_down(entity.id, symptoms, ctx.topology)
+        if 2 * len(seen) < len(every):
             return 0.4  # most of its links are up at their far ends: silent, but not down
             # (a collector gap while one of its links flaps: contract section 8)
     elif cause == "link_flap":
@@ -286,6 +285,16 @@ def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Conte
         if any(s.family == "congestion" and s.entity.id in peers for s in symptoms):
             return 0.5  # the network toward it is congested: not the storage's fault
     return 1.0
+
+
+def links_seen_down(switch: str, symptoms: Iterable[Symptom], topology: Topology) -> tuple[set, set]:
+    """(the links of `switch` that `symptoms` show down from their far ends, all its
+    links): a dead switch reports nothing, so its links count when their far ends see
+    them down (engine/credible.py asks it of a device_down's persistence, the ranking of
+    its plausibility)."""
+    every = {topology.link_of(i) for i in topology.interfaces(switch)} - {None}
+    seen = {topology.link_of(s.entity.id) for s in symptoms if s.family == "link_state" and s.device != switch}
+    return seen & every, every
 
 
 def _pause_origin(entity: Entity, symptoms: list[Symptom], ctx: Context) -> float:
