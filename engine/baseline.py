@@ -97,8 +97,7 @@ class LevelState:
     recent: float | None = None
     baseline: float | None = None
     # The windows at the interval last judged at (`_windows_at`): (interval, windows(),
-    # nominal(), the two windows' sum); derived, so neither checkpointed nor forgotten on
-    # restart.
+    # nominal()); derived, so neither checkpointed nor forgotten on restart.
     spans: tuple | None = None
     # `calm`: the last judgement found that no window could pass the rule's bounds from
     # the extremes of every bucket kept, `hi` and `lo` (`_may_pass`). A bucket that
@@ -166,7 +165,8 @@ def observe(st: LevelState, level: Level, ts: float, value: float, interval_of: 
                     _judge(st, level, ts, interval)
                 else:  # still calm: the verdict stays off
                     st.hi, st.lo = hi, lo
-                    edge = ts - _windows_at(st, level, interval)[3]  # (what a judgement would drop)
+                    recent_s, baseline_s = _windows_at(st, level, interval)[1]
+                    edge = ts - recent_s - baseline_s  # (what a judgement would drop)
                     if edge > st.floor:
                         st.floor = edge
             else:
@@ -183,13 +183,12 @@ def _windows_at(st: LevelState, level: Level, interval: float) -> tuple:
     series' interval changes rarely; a bucket closes on every sample at 10 s polling)."""
     spans = st.spans
     if spans is None or spans[0] != interval:
-        both = windows(level, interval)
-        spans = st.spans = (interval, both, nominal(level, interval), both[0] + both[1])
+        spans = st.spans = (interval, windows(level, interval), nominal(level, interval))
     return spans
 
 
 def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
-    _, (recent_s, baseline_s), short, _ = _windows_at(st, level, interval)
+    _, (recent_s, baseline_s), short = _windows_at(st, level, interval)
     cut, oldest = now - recent_s, now - recent_s - baseline_s
     if st.calm and st.floor > oldest:  # (the buckets a calm series kept that judgements would
         oldest = st.floor  # have dropped: its windows may have grown since, with its interval)
