@@ -18,7 +18,8 @@ from typing import Callable
 
 import msgspec
 
-from engine.baseline import LevelPlan, LevelState, LevelWire, level_plan, level_seeds, observe_record
+from engine.baseline import LevelState, LevelWire, level_seeds
+from engine.level_plan import LevelPlan, level_plan, observe_record
 from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
     Feature, _evidence, _template, clear_after, end_all, missed, needed, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
@@ -174,7 +175,7 @@ class Detector:
             self._hit(rule, metric, feats)
 
     def _levels(self, metric: Metric, levels: LevelPlan, lv: tuple) -> list | None:
-        """The record into its level rules' windows (`baseline.observe_record`). The kernel
+        """The record into its level rules' windows (`level_plan.observe_record`). The kernel
         hands a record over when a bucket closes, a verdict holds, or the series' windows
         are not yet attached to its counter memory (attached here: the kernel adds the
         records in between itself)."""
