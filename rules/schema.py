@@ -61,10 +61,12 @@ class Level:
     above: float | None = None
     ratio: float = 0.0
     rise: float = 0.0
+    # Whether the rule compares with a baseline (a ratio or a rise): derived, kept as a field
+    # because engine.baseline reads it at every closed bucket.
+    needs_baseline: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def needs_baseline(self) -> bool:
-        return self.ratio > 0 or self.rise > 0
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "needs_baseline", self.ratio > 0 or self.rise > 0)
 
     def holds(self, recent: float, baseline: float | None, strict: float = 1.0) -> bool:
         """`strict` > 1 (engine.baseline.strictness: a comparison of fewer samples) raises
