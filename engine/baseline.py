@@ -49,6 +49,7 @@ from typing import Callable
 
 import msgspec
 
+from engine import level_bounds
 from rules.schema import Level
 
 # Seconds of event time of data back within bounds that end a verdict (module docstring).
@@ -111,6 +112,10 @@ class LevelState:
     lo: float = 0.0
     cap: int = 0
     floor: float = 0.0
+    # `ranks`: a calm series skipped by the order statistics of its last comparisons' sorted
+    # windows (engine.level_bounds), not by its extremes: (n, lo, split, recent, baseline) of
+    # the windows, and of the rule's own where they were stretched (or None).
+    ranks: tuple | None = None
 
     def restart(self) -> None:
         """Forget the windows (in place: the compiled kernel holds this object). The
@@ -119,7 +124,7 @@ class LevelState:
         self.bucket, self.total, self.count, self.last = -1, 0.0, 0, float("-inf")
         self.times, self.values = [], []
         self.verdict, self.recent, self.baseline = False, None, None
-        self.calm = False
+        self.calm, self.ranks = False, None
 
     def to_wire(self) -> LevelWire:
         return LevelWire(self.bucket, self.total, self.count, self.last, list(self.times),
@@ -159,23 +164,39 @@ def observe(st: LevelState, level: Level, ts: float, value: float, interval_of: 
             st.times.append(st.last)
             st.values.append(v)
             interval = interval_of(series)
-            if st.calm and len(st.values) < st.cap:
-                hi, lo = (v if v > st.hi else st.hi), (v if v < st.lo else st.lo)
-                if _may_pass(level, hi, lo):
-                    _judge(st, level, ts, interval)
-                else:  # still calm: the verdict stays off
-                    st.hi, st.lo = hi, lo
-                    recent_s, baseline_s = _windows_at(st, level, interval)[1]
-                    edge = ts - recent_s - baseline_s  # (what a judgement would drop)
-                    if edge > st.floor:
-                        st.floor = edge
-            else:
+            if not (st.calm and len(st.values) < st.cap and _still_calm(st, level, v, ts, interval)):
                 _judge(st, level, ts, interval)
         st.bucket, st.total, st.count = b, 0.0, 0
     st.total += value
     st.count += 1
     st.last = ts
     return st.verdict
+
+
+def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: float) -> bool:
+    """Whether a calm series' verdict is still off without judging it: from the extremes
+    of its buckets (`v` the newest), or from its last comparisons' order statistics. If
+    so, `floor` moves to where the judgement skipped would have dropped old buckets."""
+    _, wins, short = _windows_at(st, level, interval)
+    if st.ranks is not None:
+        wide, own = st.ranks
+        pairs = ((*wins, wide),) if short == wins or not level.needs_baseline else ((*wins, wide), (*short, own or wide))
+        found = level_bounds.bounds(pairs, st.times, now, interval, st.floor, level.min_samples, level.quantile,
+                                    level.needs_baseline)
+        if found is None:
+            return False
+        for top, bottom in found:
+            if _may_pass(level, top, bottom):
+                return False
+    else:
+        hi, lo = (v if v > st.hi else st.hi), (v if v < st.lo else st.lo)
+        if _may_pass(level, hi, lo):
+            return False
+        st.hi, st.lo = hi, lo
+    edge = now - wins[0] - wins[1]
+    if edge > st.floor:
+        st.floor = edge
+    return True
 
 
 def _windows_at(st: LevelState, level: Level, interval: float) -> tuple:
@@ -196,20 +217,19 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
     drop = bisect_right(times, oldest)
     if drop:
         del times[:drop], values[:drop]
-    st.verdict, st.baseline, st.recent, st.calm = False, None, None, False
+    st.verdict, st.baseline, st.recent, st.calm, st.ranks = False, None, None, False, None
     if not times:
         return
+    # (calm keeps at most a quarter more buckets than the windows hold: memory, checkpoints)
     hi, lo = max(values), min(values)
-    if not _may_pass(level, hi, lo):
-        # (no window the comparisons below take can pass: they are all inside these; calm
-        # keeps at most a quarter more buckets than the windows hold: memory, checkpoints)
+    if not _may_pass(level, hi, lo):  # (no window the comparisons below take can pass: all inside these)
         st.calm, st.hi, st.lo, st.floor, st.cap = True, hi, lo, oldest, len(values) + 4 + len(values) // 4
         return
     _compare(st, level, now, recent_s, baseline_s, interval, True)
-    if st.verdict or not level.needs_baseline:
-        return
-    if short != (recent_s, baseline_s):  # the windows were stretched: a large shift need not wait
-        _compare(st, level, now, short[0], short[1], interval, False)
+    if not st.verdict and level.needs_baseline and short != (recent_s, baseline_s):
+        _compare(st, level, now, short[0], short[1], interval, False)  # (stretched: a large shift need not wait)
+    if not st.verdict and st.ranks is not None:  # (calm by the order statistics the comparison sorted)
+        st.calm, st.floor, st.cap = True, oldest, len(values) + 4 + len(values) // 4
 
 
 def nominal(level: Level, interval: float) -> tuple[float, float]:
@@ -260,12 +280,16 @@ def _compare(st: LevelState, level: Level, now: float, recent_s: float, baseline
         return  # no past yet (or too little of it) to leave
     if not _may_hold(level, values, lo, split):
         return
-    recent, baseline, strict = quantile(sorted(values[split:]), level.quantile), None, 1.0
+    ordered, past = sorted(values[split:]), None
+    recent, baseline, strict = quantile(ordered, level.quantile), None, 1.0
     if level.needs_baseline:
-        baseline = quantile(sorted(values[lo:split]), level.quantile)
+        past = sorted(values[lo:split])
+        baseline = quantile(past, level.quantile)
         if not (half and times[lo] <= cut - baseline_s / 2):
             strict = strictness(level, len(values) - split, split - lo)  # in buckets: at 1 s a
             # bucket's ten samples are not ten independent ones
+    sorted_ = (len(values), lo, split, ordered, past)
+    st.ranks = (sorted_, None) if half else (st.ranks[0], sorted_) if st.ranks is not None else None
     if st.recent is None:
         st.recent, st.baseline = recent, baseline
     if strict > 1.0 and beyond_noise(level, values[lo:split], values[split:], recent, baseline):
