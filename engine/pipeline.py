@@ -9,6 +9,7 @@ of hosts and stage 2 on the symptoms topic. Neither stage knows how it is fed.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable
@@ -239,8 +240,8 @@ class DetectStage:
             ts = m.ts
             if next_tick is None:
                 next_tick = self._next_tick = (ts // tick + 1) * tick
-            elif ts >= next_tick:
-                self._tick(ts // tick * tick)
+            elif ts > next_tick:
+                self._ticks_to(ts)
                 next_tick = self._next_tick
             if mine is not None and not mine(m):
                 if ts > detector.clock:  # (another shard's device: its time is the input's time)
@@ -316,6 +317,24 @@ class DetectStage:
             self.rejected.append(result)
         else:
             self._events.append(result)
+
+    def _ticks_to(self, ts: float) -> None:
+        """Every tick from the next one up to a record at `ts` (each whole second before it):
+        a tick's symptoms are those of the records up to it (a record at the tick's very
+        second included), and its timers (a symptom's end, a switch's silence) run to it,
+        whichever record comes next. A stage of one Kafka partition hears only its own
+        devices, and one polled every 30 s may hear nothing for most of an interval;
+        ticking only at its next record, with the timers run to its last record, tagged
+        its symptoms and silences with other ticks than `replay`'s, which hears every
+        device, and stage 2 founded a candidate on another symptom
+        (tests/test_partitions_coarse.py). A record after a tick proves the input has
+        reached it (records come in event-time order, the late ones aside)."""
+        step, detector = self.config.tick_s, self.detector
+        for k in range(round(self._next_tick / step), math.ceil(ts / step)):
+            now = k * step
+            if now > detector.clock:
+                detector.clock = now
+            self._tick(now)
 
     def _tick(self, now: float) -> None:
         self.detector.advance(now)
