@@ -398,6 +398,8 @@ class Correlator:
         crosses with another job is congested (`harmed`), or when its share of a congested
         shared link's load is dominant (engine/attribution.py); the surge is a symptom of
         the job, sent again while it lasts."""
+        if not (self.saturated or self.shared or self.surges):
+            return  # (no saturated host, no congested shared link, no surge to end: most ticks)
         running = self.jobs.running(self.watermark)
         hot_by_job = {}
         for job in running:

@@ -93,8 +93,12 @@ class Detector:
     # minute-long mean opened link_degraded on a probe at 10 s. The rules judge it as ever.
     down: set[str] = field(default_factory=set)
     _modelled: frozenset[str] = frozenset()
+    # silence rule id -> the devices of its roles (`roles` is the topology's, fixed): a tick
+    # looks at those, not at every device heard (hosts are most of them)
+    _watched: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._watched = {r.id: tuple(d for d, role in self.roles.items() if role in r.roles) for r in self.rules.silence}
         for i, r in enumerate(self.rules.rules):
             self._rules_of[r.id] = r
             self._templates[r.id] = _template(r.entity)
@@ -323,9 +327,11 @@ class Detector:
                     del runs[key]
                 if not runs:
                     del self.runs[series]
+        last_seen, silent = self.last_seen, self.silent
         for rule in self.rules.silence:
-            for device, seen in self.last_seen.items():
-                if device in self.silent or self.roles.get(device) not in rule.roles:
+            for device in self._watched[rule.id]:
+                seen = last_seen.get(device)
+                if seen is None or device in silent:
                     continue
                 quiet = now - seen
                 if quiet >= rule.after_s and quiet >= rule.after_intervals * self.device_interval(device):
