@@ -34,6 +34,11 @@ from rules.schema import RuleSet
 
 
 UNJUDGED = "?"  # a series' place in the topology not judged yet (restored: _count_unplaced judges it)
+# Ticks a stage makes one by one across a stretch without records (`DetectStage._ticks_to`);
+# beyond them, one: every detection timer has fired by then (the longest, a switch's
+# silence, is 3 intervals of at most 60 s), and a fabric back after a weekend must not
+# send 200,000 ticks.
+GAP_TICKS = 900
 
 # Reasons a record (or a part of one) was read and not used, each counted with an example
 # (Stats.unused_figures), the replay summary's "unused" and the worker's fabric_rca_unused_total.
@@ -330,7 +335,9 @@ class DetectStage:
         (tests/test_partitions_coarse.py). A record after a tick proves the input has
         reached it (records come in event-time order, the late ones aside)."""
         step, detector = self.config.tick_s, self.detector
-        for k in range(round(self._next_tick / step), math.ceil(ts / step)):
+        first, end = round(self._next_tick / step), math.ceil(ts / step)
+        ks = range(first, end) if end - first <= GAP_TICKS else [*range(first, first + GAP_TICKS), end - 1]
+        for k in ks:
             now = k * step
             if now > detector.clock:
                 detector.clock = now

@@ -86,3 +86,28 @@ def test_partitions_polled_coarsely_reach_the_replays_incidents(tmp_path, name, 
     replayed, partitioned = _both(_run(tmp_path, name, interval))
     assert replayed, "the replay found no incident: the comparison would prove little"
     assert partitioned == replayed
+
+
+def test_a_stage_ticks_every_second_but_not_across_a_week():
+    """Each second of a stretch without records is a tick (its timers run at it), for
+    GAP_TICKS seconds; a device back a week later costs one tick more, not 600,000."""
+    import json
+
+    from engine.events import TICK
+    from engine.pipeline import GAP_TICKS
+
+    stage = DetectStage(rules=load_rules(None), roles={"leaf01": "leaf"})
+    t0 = 1764400000
+
+    def line(t: int, k: int) -> str:
+        return json.dumps({"name": "switch_port", "tags": {"host": "leaf01", "interface": "swp1"},
+                           "fields": {"pfc_3_tx_pkts": k, "oper_status": "up", "admin_status": "up"},
+                           "timestamp": t * 1000})
+
+    ticks = []
+    for k, t in enumerate([t0, t0 + 30, t0 + 60, *range(t0 + 7 * 86400, t0 + 7 * 86400 + 20)]):  # (adopted: 20 samples)
+        stage.feed(line(t, k))
+        ticks += [e.tick for e in stage.events() if e.kind == TICK]
+    assert ticks[:59] == [float(t0 + 1 + s) for s in range(59)]  # (every second before the last record)
+    assert GAP_TICKS < len(ticks) < GAP_TICKS + 100
+    assert ticks == sorted(set(ticks))
