@@ -79,9 +79,9 @@ def _run(tmp_path, name: str, interval: int):
                                             ("device_down-1", 10)])
 def test_partitions_polled_coarsely_reach_the_replays_incidents(tmp_path, name, interval):
     """Ids, ranked causes, jobs and the time each was first published. Before every stage
-    ticked at every tick up to its record (`DetectStage._ticks_to`), the dead spine at 30 s
-    and at 10 s and the noisy job at 30 s were found with the replay's causes under
-    another id (and the spine 2 s later): their stage 1 ticks came with their own next
+    ticked at every second before its record (`DetectStage._ticks_to`), the dead spines at
+    30 s and at 10 s and the noisy job at 30 s were found with the replay's causes under
+    another id (the spine at 30 s 2 s later): their stage 1 ticks came with their own next
     records, a tick apart from the replay's."""
     replayed, partitioned = _both(_run(tmp_path, name, interval))
     assert replayed, "the replay found no incident: the comparison would prove little"
