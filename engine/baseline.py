@@ -180,7 +180,7 @@ def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: fl
     _, wins, short = _windows_at(st, level, interval)
     if st.ranks is not None:
         wide, own = st.ranks
-        pairs = ((*wins, wide),) if short == wins or not level.needs_baseline else ((*wins, wide), (*short, own or wide))
+        pairs = ((*wins, wide), (*short, own or wide)) if _stretched(level, wins, short) else ((*wins, wide),)
         found = level_bounds.bounds(pairs, st.times, now, interval, st.floor, level.min_samples, level.quantile,
                                     level.needs_baseline)
         if found is None:
@@ -220,16 +220,28 @@ def _judge(st: LevelState, level: Level, now: float, interval: float) -> None:
     st.verdict, st.baseline, st.recent, st.calm, st.ranks = False, None, None, False, None
     if not times:
         return
-    # (calm keeps at most a quarter more buckets than the windows hold: memory, checkpoints)
     hi, lo = max(values), min(values)
     if not _may_pass(level, hi, lo):  # (no window the comparisons below take can pass: all inside these)
-        st.calm, st.hi, st.lo, st.floor, st.cap = True, hi, lo, oldest, len(values) + 4 + len(values) // 4
+        st.hi, st.lo = hi, lo
+        _calm(st, oldest)
         return
     _compare(st, level, now, recent_s, baseline_s, interval, True)
-    if not st.verdict and level.needs_baseline and short != (recent_s, baseline_s):
-        _compare(st, level, now, short[0], short[1], interval, False)  # (stretched: a large shift need not wait)
+    if not st.verdict and _stretched(level, (recent_s, baseline_s), short):
+        _compare(st, level, now, short[0], short[1], interval, False)  # (a large shift need not wait)
     if not st.verdict and st.ranks is not None:  # (calm by the order statistics the comparison sorted)
-        st.calm, st.floor, st.cap = True, oldest, len(values) + 4 + len(values) // 4
+        _calm(st, oldest)
+
+
+def _stretched(level: Level, wins: tuple, short: tuple) -> bool:
+    """Whether a judgement compares the rule's own windows too (`nominal`), beside the
+    windows stretched to `compare_samples` (`windows`)."""
+    return level.needs_baseline and short != wins
+
+
+def _calm(st: LevelState, oldest: float) -> None:
+    """The series is calm from this judgement on; it keeps at most a quarter more buckets
+    than its windows hold (memory, checkpoints)."""
+    st.calm, st.floor, st.cap = True, oldest, len(st.values) + 4 + len(st.values) // 4
 
 
 def nominal(level: Level, interval: float) -> tuple[float, float]:
