@@ -132,6 +132,8 @@ def _link_degraded(e: Entity, s: Symptom, ctx: Context) -> float:
 def _pfc_storm(e: Entity, s: Symptom, ctx: Context) -> float:
     if s.entity.id == e.id and s.family == "pfc":
         return 1.0
+    if _sent_by(e, s, ctx):
+        return 1.0
     d = ctx.dist(device_of(e.id), s.device)
     if d is None:
         return 0.0
@@ -144,6 +146,19 @@ def _pfc_storm(e: Entity, s: Symptom, ctx: Context) -> float:
     if s.kind in ("cnp_sender", "cnp_receiver", "nic_retransmit") and d <= 4:
         return 0.3
     return 0.0
+
+
+def _sent_by(e: Entity, s: Symptom, ctx: Context) -> bool:
+    """Whether symptom s is pause that a host NIC `e` sends, counted at the other end of
+    its link: the pause its switch port receives is the pause the NIC sends, frame for
+    frame, and `port_pfc_rx` asks what `nic_pfc_tx` asks (50 frames/s or a tenth of every
+    second, for 10 s). A NIC polled every 60 s beside switches polled every 15 s is seen
+    storming by its port minutes before its own third sample (a tune-range probe: a weak
+    storm published at 200 s, 80 s after it ended, with models; at 30 s without, led
+    by a victim's congestion). Not for a switch port: its pause is judged by the pause
+    time it reports itself (engine/credible.py `_paused_long`)."""
+    return (s.kind == "pfc_pause_rx" and s.entity.id == ctx.topology.peer(e.id)
+            and not ctx.topology.is_switch(device_of(e.id)))
 
 
 def _toward(e: Entity, s: Symptom, ctx: Context) -> bool:
@@ -312,7 +327,8 @@ def _pause_origin(entity: Entity, symptoms: list[Symptom], ctx: Context) -> floa
         return 0.35  # paused itself: a relay
     if switch and any(s.family == "congestion" and s.kind != "cnp_sender" and s.device == dev for s in symptoms):
         return 0.3  # a congested egress behind it: the pause is that congestion's
-    sends = any(s.entity.id == entity.id and s.kind in ("pfc_pause_tx", "pause_storm_event") for s in symptoms)
+    sends = any((s.entity.id == entity.id and s.kind in ("pfc_pause_tx", "pause_storm_event"))
+                or _sent_by(entity, s, ctx) for s in symptoms)
     if switch:
         return 0.6 if sends else 0.5
     return 1.0 if sends else 0.8
