@@ -207,6 +207,25 @@ def test_a_host_nic_pause_storm_is_the_root_and_the_relaying_switch_ports_join_i
     assert len(next(iter(published.values()))["symptoms"]) == 6
 
 
+def test_a_nic_polled_slowly_is_seen_storming_by_the_switch_port_it_pauses():
+    """The NIC reports every 60 s, its switches every 15 s: the pause its leaf port
+    receives is the pause it sends, so the storm is published on the port's evidence,
+    named at the NIC, long before the NIC's own rule has its samples; pause the NIC
+    receives, seen at its port, is no such evidence (the port sends it)."""
+    first: dict = {}
+    storm = episode("port_pfc_rx", "leaf1:swp1", 20, 100) + episode("port_pfc_tx", "leaf1:swp51", 22, 100) \
+        + episode("port_pfc_rx", "spine1:swp1", 23, 100) + episode("nic_pfc_tx", "gpu1:eth0", 140, 160)
+    _, published = run(storm, until=300, first=first)
+    assert tops(published) == [("pfc_storm", "gpu1:eth0")]
+    from contract.times import parse_rfc3339
+    inc = next(iter(first.values()))
+    assert inc["root_causes"][0]["entity"]["id"] == "gpu1:eth0"
+    assert parse_rfc3339(inc["detected_at"]) - T0 <= 35  # 10 s of the port's evidence, then settle
+    relayed = episode("port_pfc_tx", "leaf1:swp1", 20, 100) + episode("port_pfc_rx", "leaf1:swp51", 20, 100)
+    _, published = run(relayed, until=300)
+    assert ("pfc_storm", "gpu1:eth0") not in tops(published)
+
+
 def test_a_switch_port_sending_pause_beside_a_congested_egress_is_a_victim():
     events = episode("queue_congested", "leaf1:swp2", 20, 100) + episode("port_ecn_marking", "leaf1:swp2", 20, 100) \
         + episode("port_pfc_tx", "leaf1:swp1", 22, 100)
