@@ -150,13 +150,10 @@ def _pfc_storm(e: Entity, s: Symptom, ctx: Context) -> float:
 
 def _sent_by(e: Entity, s: Symptom, ctx: Context) -> bool:
     """Whether symptom s is pause that a host NIC `e` sends, counted at the other end of
-    its link: the pause its switch port receives is the pause the NIC sends, frame for
-    frame, and `port_pfc_rx` asks what `nic_pfc_tx` asks (50 frames/s or a tenth of every
-    second, for 10 s). A NIC polled every 60 s beside switches polled every 15 s is seen
-    storming by its port minutes before its own third sample (a tune-range probe: a weak
-    storm published at 200 s, 80 s after it ended, with models; at 30 s without, led
-    by a victim's congestion). Not for a switch port: its pause is judged by the pause
-    time it reports itself (engine/credible.py `_paused_long`)."""
+    its link: its switch port receives that pause frame for frame, and `port_pfc_rx` asks
+    what `nic_pfc_tx` asks. A NIC polled slower than its switches is seen storming there
+    first (docs/design.md, "Origin versus victim for pause"). Not for a switch port: its
+    pause is judged by the pause time it reports (credible.py `_paused_long`)."""
     return (s.kind == "pfc_pause_rx" and s.entity.id == ctx.topology.peer(e.id)
             and not ctx.topology.is_switch(device_of(e.id)))
 
