@@ -31,3 +31,17 @@ def test_a_switch_port_is_a_relay_when_any_port_of_its_switch_is_paused():
     ctx = Context(topology=TOPO)
     relay = [sym("pfc_pause_tx", "leaf2:swp51"), sym("pfc_pause_rx", "leaf2:swp1")]
     assert _pause_origin(Entity("interface", "leaf2:swp51"), relay, ctx) == 0.35
+
+
+def test_pause_a_nics_switch_port_receives_is_pause_the_nic_sends():
+    """Seen only at the far end of its link (the NIC polled slower than its leaf), a NIC's
+    pause still makes it a sender: its port receives those very frames. Pause the leaf
+    port *sends* toward the NIC is no such evidence, nor a neighbour port's, and a switch
+    port gains nothing from what its NIC receives."""
+    ctx = Context(topology=TOPO)
+    nic = Entity("interface", "gpu1:eth0")
+    assert _pause_origin(nic, [sym("pfc_pause_rx", "leaf1:swp1")], ctx) == 1.0
+    assert _pause_origin(nic, [sym("pfc_pause_tx", "leaf1:swp1")], ctx) == 0.8
+    assert _pause_origin(nic, [sym("pfc_pause_rx", "leaf1:swp2")], ctx) == 0.8
+    # not the other way: a switch port's pause is judged by what it reports itself (0.6 if sending)
+    assert _pause_origin(Entity("interface", "leaf1:swp1"), [sym("pfc_pause_rx", "gpu1:eth0")], ctx) == 0.5
