@@ -417,7 +417,11 @@ class Correlator:
         for job_id in sorted(hot_by_job.keys() | noisy.keys()):
             sym = self.surges.get(job_id)
             if sym is not None:
-                if self.watermark - sym.last >= self.config.surge_refresh_s:
+                if job_id in noisy and "share" not in sym.metrics:  # (surging by saturation first)
+                    sym.metrics.update(share=noisy[job_id].share, shared_links=float(len(noisy[job_id].links)))
+                    sym.last = self.watermark
+                    self.add(sym)
+                elif self.watermark - sym.last >= self.config.surge_refresh_s:
                     sym.last = self.watermark
                     self.add(sym)
                 continue

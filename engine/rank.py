@@ -3,8 +3,7 @@
 Each symptom suggests candidate causes (hypotheses); each candidate is scored by how much
 of the whole symptom set it explains under the fabric's physics, by whether its own
 symptoms came first, and by their severity. `explain` is the physics, one small function
-per cause, each answering "if this were the cause, how well would it account for that
-symptom?" in [0, 1].
+per cause: "if this were the cause, how well would it account for that symptom?" (0-1).
 """
 from __future__ import annotations
 
@@ -18,8 +17,6 @@ from engine.types import Entity, Job, RootCause, Symptom, device_of, rfc3339
 SWITCH_SIDE = ("link_down", "link_flap")
 CONGESTION_KINDS = ("queue_congested", "ecn_marking", "wred_drops")
 MAX_CAUSES = 5
-
-
 PAUSED_KINDS = ("pfc_pause_rx", "pfcwd_storm")  # an interface receiving pause (a watchdog: a storm of it)
 
 
@@ -292,6 +289,10 @@ def plausibility(cause: str, entity: Entity, symptoms: list[Symptom], ctx: Conte
     elif cause == "microburst":
         if any(s.kind == "queue_congested" and s.entity.id == entity.id for s in symptoms):
             return 0.5  # sustained occupancy is congestion, not a burst
+    elif cause == "noisy_neighbor":
+        named = {s.entity.id for s in symptoms if s.kind == "job_traffic_surge" and "share" in s.metrics}
+        if named and entity.id not in named:
+            return 0.6  # jobs on shared hosts surge alike; the one attribution names is the cause
     elif cause == "storage_slow":
         peers = {ctx.topology.peer(i) for i in ctx.topology.interfaces(entity.id)}
         if any(s.family == "congestion" and s.entity.id in peers for s in symptoms):

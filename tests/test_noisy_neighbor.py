@@ -261,3 +261,43 @@ def test_the_models_evidence_at_a_noisy_jobs_host_port_beside_a_link_bounce_is_t
                   first("queue_congested", port, f"{RULE_PREFIX}queue:queue_congested")]
         assert not any(opens(s.rule) for s in models) and all(opens(s.rule) for s in bounce)
         assert c._same_fault(job, led_by("congestion", port, bounce + models), ctx) is theirs
+
+
+def test_of_jobs_surging_on_shared_hosts_the_one_attribution_names_leads():
+    """Jobs placed on the same saturated hosts all surge (most of their hosts saturated,
+    a shared link congested), but only one holds the dominant share of the congested
+    uplink. Before, a co-tenant on the noisy job's gpu3 and on the victim's gpu2 (whose
+    host port is congested too) explained more of the incident and led it (tune-any probe at 2 s,
+    noisy_neighbor-4, a rails fabric of four hosts and six jobs): attribution is what tells
+    them apart (contract section 8), so an unattributed surge ranks below it."""
+    cotenant = Job("12", "hooli", "u", "RUNNING", ("gpu2", "gpu3"), (), T0 - 3600, None)
+    load = saturated("gpu1", 20, 140) + saturated("gpu3", 20, 140) + busy("gpu2", 0.55, 0, 140)
+    # the victim's incast at its own host port: on the co-tenant's paths, not on the noisy job's
+    victims = [e for rule in ("queue_congested", "port_ecn_marking") for e in episode(rule, "leaf1:swp2", 23, 140)]
+    victims += [e for h in ("gpu4", "gpu2") for e in episode("nic_cnp_sent", f"{h}:eth0", 23, 140)]
+    first: dict = {}
+    _, published = run(load + uplink_congestion(24, 140) + victims, until=240, jobs=[NOISY, VICTIM, cotenant],
+                       first=first)
+    assert tops(published) == [("noisy_neighbor", "7")]
+    assert tops(first) == [("noisy_neighbor", "7")]
+    (inc,) = published.values()
+    ranked = [(r["cause"], r["entity"]["id"]) for r in inc["root_causes"]]
+    assert ("noisy_neighbor", "12") in ranked  # ranked below it, in the same incident
+
+
+def test_a_surge_by_saturation_that_attribution_names_later_carries_its_share():
+    # The noisy job's hosts saturate from 20 s and the uplink is congested from 24 s, so it
+    # surges by saturation; their load (`nic_tx_busy`) is read only from 40 s, when
+    # attribution names it. Its surge then carries its share, which ranks it (above).
+    load = [e for h in ("gpu1", "gpu3") for e in episode("nic_tx_saturated", f"{h}:eth0", 20, 140,
+                                                          metrics={"util_tx": 0.9})]
+    load += busy("gpu1", 0.9, 40, 140) + busy("gpu3", 0.9, 40, 140) + busy("gpu2", 0.55, 0, 140)
+    first: dict = {}
+    _, published = run(load + uplink_congestion(24, 140), until=240, jobs=[NOISY, VICTIM], first=first)
+    assert tops(published) == [("noisy_neighbor", "7")]
+
+    def surge(inc: dict) -> dict:
+        (ev,) = [e for e in inc["root_causes"][0]["evidence"] if e["symptom"] == "job_traffic_surge"]
+        return ev["metrics"]
+    assert "share" not in surge(next(iter(first.values())))
+    assert surge(next(iter(published.values())))["share"] >= 0.6
