@@ -131,7 +131,7 @@ def _pfc_storm(e: Entity, s: Symptom, ctx: Context) -> float:
         return 1.0
     if _sent_by(e, s, ctx):
         return 1.0
-    d = ctx.dist(device_of(e.id), s.device)
+    d = _hops(e, s.device, ctx)
     if d is None:
         return 0.0
     if s.family == "pfc" and d <= 4:
@@ -156,14 +156,29 @@ def _sent_by(e: Entity, s: Symptom, ctx: Context) -> bool:
 
 
 def _toward(e: Entity, s: Symptom, ctx: Context) -> bool:
-    """Whether the port of symptom s sends toward entity e's device (its peer is closer
-    to e than the port's own device): the direction in which pause backs queues up."""
+    """Whether the port of symptom s sends toward interface e (its peer is closer to e
+    than the port's own device): the direction in which pause backs queues up."""
     peer = ctx.topology.peer(s.entity.id)
     if not peer:
         return False
-    src = device_of(e.id)
-    near, far = ctx.dist(src, device_of(peer)), ctx.dist(src, s.device)
+    near, far = _hops(e, device_of(peer), ctx, via=peer), _hops(e, s.device, ctx)
     return near is not None and far is not None and near < far
+
+
+def _hops(e: Entity, device: str, ctx: Context, via: str | None = None) -> int | None:
+    """Hops from interface e to `device` (entered through its interface `via`, if given).
+    A host NIC meets the fabric only at its own link's switch: the pause it sends presses
+    that switch, and its host's other NICs (on rails, eight NICs to eight leaves) do not
+    carry it, so it is one hop from that switch and no nearer to anything else (None: a
+    host entered through another of its NICs)."""
+    dev, topo = device_of(e.id), ctx.topology
+    if topo.is_switch(dev):
+        return ctx.dist(dev, device)
+    if device == dev:
+        return 0 if via is None or via == e.id else None
+    peer = topo.peer(e.id)
+    d = ctx.dist(dev if peer is None else device_of(peer), device)
+    return d if d is None or peer is None else d + 1
 
 
 def _congestion(e: Entity, s: Symptom, ctx: Context) -> float:

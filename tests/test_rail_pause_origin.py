@@ -45,3 +45,34 @@ def test_pause_a_nics_switch_port_receives_is_pause_the_nic_sends():
     assert _pause_origin(nic, [sym("pfc_pause_rx", "leaf1:swp2")], ctx) == 0.8
     # not the other way: a switch port's pause is judged by what it reports itself (0.6 if sending)
     assert _pause_origin(Entity("interface", "leaf1:swp1"), [sym("pfc_pause_rx", "gpu1:eth0")], ctx) == 0.5
+
+
+def test_a_nics_pause_reaches_the_fabric_only_through_its_own_leaf():
+    """A NIC's pause presses its own link's switch; its host's other NICs, on other rails,
+    carry none of it. A queue on leaf2 filling toward gpu1's other NIC is no symptom of
+    gpu1:eth0's storm, nor is a spine port toward leaf2; the queues toward the storm are."""
+    from engine.rank import explain
+    ctx = Context(topology=TOPO)
+    storm = Entity("interface", "gpu1:eth0")
+
+    def queue(entity: str) -> Symptom:
+        return Symptom(key=f"q@{entity}", kind="queue_congested", family="congestion",
+                       entity=Entity("interface", entity), device=entity.split(":")[0], start=T0, last=T0 + 30,
+                       severity=0.6, rule="queue_congested")
+    assert explain("pfc_storm", storm, queue("leaf1:swp1"), ctx) == 0.8  # toward the storm
+    assert explain("pfc_storm", storm, queue("spine1:swp1"), ctx) == 0.7  # up the pause tree, toward leaf1
+    assert explain("pfc_storm", storm, queue("leaf2:swp1"), ctx) == 0.0  # toward gpu1:eth1, another rail
+    assert explain("pfc_storm", storm, queue("spine1:swp2"), ctx) == 0.0  # toward leaf2
+    assert explain("pfc_storm", storm, sym("pfc_pause_rx", "spine1:swp1"), ctx) == 0.9  # the pause tree
+
+
+def test_a_storm_on_one_rail_and_congestion_toward_another_nic_of_its_host_are_two_incidents():
+    """Concurrent faults on one rails host (tune-any probe, concurrent3 at 1 s and 10 s):
+    gpu1:eth0 storms on rail 1 while leaf2's port down to gpu1:eth1 is congested. The
+    congestion had joined the storm's incident (the host is one hop from every leaf), and
+    the second fault was never published."""
+    from tests.test_correlation_timeline import episode, run, tops
+    storm = episode("nic_pfc_tx", "gpu1:eth0", 20, 200) + episode("port_pfc_rx", "leaf1:swp1", 21, 200)
+    congestion = episode("queue_congested", "leaf2:swp1", 50, 200) + episode("port_ecn_marking", "leaf2:swp1", 50, 200)
+    _, published = run(storm + congestion, until=300, topology=TOPO)
+    assert tops(published) == [("congestion", "leaf2:swp1"), ("pfc_storm", "gpu1:eth0")]
