@@ -23,7 +23,7 @@ from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_i
 from engine.jobs import JobBook
 from engine.maintenance import ADMIN_DOWN_FAMILY, admin_down_reason, window_reason
 from engine.ports import MaintenanceSource
-from engine.rank import CONGESTION_KINDS, Context, explain, hypotheses, pressed, rank
+from engine.rank import CONGESTION_KINDS, PAUSED_KINDS, Context, explain, hypotheses, pressed, rank
 from engine.reopen import Recent
 from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
@@ -401,6 +401,7 @@ class Correlator:
         if not (self.saturated or self.shared or self.surges):
             return  # (no saturated host, no congested shared link, no surge to end: most ticks)
         running = self.jobs.running(self.watermark)
+        congested = self._loaded_links()
         hot_by_job = {}
         for job in running:
             if len(job.hosts) < 2:
@@ -409,11 +410,11 @@ class Correlator:
             # saturated hosts make a surge only while they hurt a neighbour: a ramp-up to
             # near line rate that congests no shared link is high load, not a fault
             if len(hot) / len(job.hosts) >= self.config.surge_fraction and harmed(
-                    job, congested=self.shared.values(), jobs=running, topology=self.topology):
+                    job, congested=congested, jobs=running, topology=self.topology):
                 hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts))
-        noisy = dominant_jobs(congested=self.shared.values(), load=host_load(self.busy.values()), jobs=running,
+        noisy = dominant_jobs(congested=congested, load=host_load(self.busy.values()), jobs=running,
                               topology=self.topology, share=self.config.dominant_share,
-                              load_in=host_load(self.busy_rx.values(), "util_rx")) if self.shared else {}
+                              load_in=host_load(self.busy_rx.values(), "util_rx")) if congested else {}
         for job_id in sorted(hot_by_job.keys() | noisy.keys()):
             sym = self.surges.get(job_id)
             if sym is not None:
@@ -444,6 +445,16 @@ class Correlator:
                 sym = self.surges.pop(job_id)
                 sym.end = sym.last = self.watermark
                 self.add(sym)
+
+    def _loaded_links(self) -> list[Symptom]:
+        """The congested switch-to-switch ports whose queues hold what is sent across
+        them: a port paused itself fills behind its stopped egress (a pause tree's victim,
+        contract section 8), whatever the jobs crossing it send."""
+        if not self.shared:
+            return []
+        paused = {s.entity.id for inc in self.open.values() for s in inc.symptoms.values()
+                  if s.kind in PAUSED_KINDS and s.end is None}
+        return [s for s in self.shared.values() if s.entity.id not in paused]
 
     def _emit(self, inc: Incident) -> None:
         if inc.maintenance is None and inc.root_causes:

@@ -301,3 +301,18 @@ def test_a_surge_by_saturation_that_attribution_names_later_carries_its_share():
         return ev["metrics"]
     assert "share" not in surge(next(iter(first.values())))
     assert surge(next(iter(published.values())))["share"] >= 0.6
+
+
+def test_a_pause_trees_paused_uplinks_make_no_job_a_noisy_neighbour():
+    """gpu2:eth0 storms; the pause tree stops spine1's port down to leaf1, whose queue
+    fills behind it, while the pair's gpu3 sends to gpu1 across that very port. The queue
+    holds pause, not load (contract section 8: a victim of the tree), so no job is its
+    noisy neighbour. Before, attribution gave the pair all of the paused port's load and a
+    noisy_neighbor incident stood beside the storm's (tune-range probe of concurrent faults
+    on rails, concurrent3 at 5 s, which also hid the real congestion under that incident)."""
+    storm = episode("nic_pfc_tx", "gpu2:eth0", 20, 200) + episode("port_pfc_rx", "leaf1:swp2", 21, 200) \
+        + episode("port_pfc_tx", "leaf1:swp51", 23, 200) + episode("port_pfc_rx", "spine1:swp1", 24, 200)
+    tree = [e for rule in ("queue_congested", "port_ecn_marking") for e in episode(rule, "spine1:swp1", 25, 200)]
+    load = busy("gpu3", 0.9, 0, 200) + busy("gpu1", 0.6, 0, 200)
+    _, published = run(storm + tree + load, until=320, jobs=[NOISY, VICTIM])
+    assert tops(published) == [("pfc_storm", "gpu2:eth0")]
