@@ -19,7 +19,7 @@ an episode; an entity silent for `stale_s` ends it.
   windows of data in a row are strong (z_min reached on the robust score alone, not in the forest's band, and the
   window's own means up, not only the smoothed ones) and the run spans `open_s` of
   event time -- replaces its evidence with a **sustained** symptom (rule
-  `model:<class>:<kind>:sustained`, same start), which opens an incident as the rule of
+  `model:<class>:<kind>:sustained`, from the strong run's start), which opens an incident as the rule of
   the same kind does. A gray fault is such an episode; a model-only blip is not.
 
 Each symptom carries its largest robust score, the forest's score when consulted, and
@@ -284,9 +284,9 @@ class ModelScorer:
             # Evidence spans what its windows prove: an anomaly in two windows in a row may
             # be two samples either side of their boundary (a 2 s burst), so it lasts from
             # the end of its first window to the start of its latest. A sustained symptom
-            # has proved its strong run (open_s) and keeps the episode's start.
+            # has proved its strong run (open_s) and starts with it.
             w = self.models.window_s
-            sym = self._symptom(cls, slot, verdict, st.first if sustained else st.first + w, sustained=sustained)
+            sym = self._symptom(cls, slot, verdict, st.strong_first if sustained else st.first + w, sustained=sustained)
             self.active[k] = sym
             self._out.append(sym)
         sym.last = end if sym.rule.endswith(SUSTAINED) else max(sym.start, start)

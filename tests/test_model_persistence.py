@@ -162,6 +162,22 @@ def test_one_calm_window_does_not_break_a_strong_run_and_two_do(nic_models):
     assert _correlate(two) == {}
 
 
+def test_a_sustained_symptom_starts_with_its_strong_run_not_the_episodes_first_window(nic_models):
+    """Two 15 s bursts (each too short a strong run to open) keep an episode going until
+    the stall sets in for good at 150 s. The sustained symptom, and the incident it opens,
+    start with the strong run that proved it: the episode's first window dated it back to
+    the bursts. Seen with models on a storage target scrubbing (section 8: benign) when it
+    turned slow: the incident was dated 55 s before the fault, and matched none."""
+    sent = _scored(nic_models, (100, 300), interval=1.0, calm=((115, 125), (140, 150)))
+    sustained = [s for _, s in sent if opens_incident(s.rule)]
+    assert sustained and min(s.start for s in sustained) == pytest.approx(T0 + 150, abs=5)
+    assert min(s.start for _, s in sent) < T0 + 115  # the bursts were evidence all along
+    # the correlate stage as the pipeline builds it with models (their evidence dates nothing)
+    stage = CorrelateStage(topology=TOPO, rules=load_rules(None), opens_incident=opens_incident)
+    (inc,) = _feed(stage.correlator, sent, 420).values()
+    assert inc["opened_at"] >= "2025-11-29T07:09:05"  # T0 + 145 s
+
+
 def test_symptoms_of_no_model_are_left_to_the_rules_default():
     """The correlator's derived symptoms (a job surge) reach the scorer's opens_incident
     when models are loaded: they open as the rules' default says, never crash."""
