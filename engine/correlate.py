@@ -412,9 +412,7 @@ class Correlator:
             if len(hot) / len(job.hosts) >= self.config.surge_fraction and harmed(
                     job, congested=congested, jobs=running, topology=self.topology):
                 hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts))
-        noisy = dominant_jobs(congested=congested, load=host_load(self.busy.values()), jobs=running,
-                              topology=self.topology, share=self.config.dominant_share,
-                              load_in=host_load(self.busy_rx.values(), "util_rx")) if congested else {}
+        noisy = self._dominant(congested, running) if congested else {}
         for job_id in sorted(hot_by_job.keys() | noisy.keys()):
             sym = self.surges.get(job_id)
             if sym is not None:
@@ -443,8 +441,25 @@ class Correlator:
         for job_id in list(self.surges):
             if job_id not in hot_by_job and job_id not in noisy:
                 sym = self.surges.pop(job_id)
-                sym.end = sym.last = self.watermark
+                void = self._stood_on_pause(job_id, sym, congested, running)
+                sym.end = sym.last = sym.start if void else self.watermark
                 self.add(sym)
+
+    def _dominant(self, congested: list[Symptom], running: list[Job]) -> dict:
+        return dominant_jobs(congested=congested, load=host_load(self.busy.values()), jobs=running,
+                             topology=self.topology, share=self.config.dominant_share,
+                             load_in=host_load(self.busy_rx.values(), "util_rx"))
+
+    def _stood_on_pause(self, job_id: str, sym: Symptom, congested: list[Symptom], running: list[Job]) -> bool:
+        """Whether a surge that attribution alone made ends only because the ports it
+        stood on are now known to be paused: a queue gauge is proven in two samples and
+        the pause counters that show its port a victim in three, so for a tick the pause
+        tree's queues looked like load. It never stood on load, and spans nothing."""
+        if "share" not in sym.metrics or sym.metrics.get("saturated_hosts"):
+            return False
+        if len(congested) == len(self.shared):
+            return False  # no shared port turned out paused
+        return job_id in self._dominant(list(self.shared.values()), running)
 
     def _loaded_links(self) -> list[Symptom]:
         """The congested switch-to-switch ports whose queues hold what is sent across

@@ -53,7 +53,8 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
 - **pressed**: a `pfc_storm` at an interface that was pressed while its pause lasted (a
   switch paused on any port or with a congested egress, a NIC paused: `Context.pressed`,
   from every open candidate) relays pause and is never credible; nor is a `congestion`
-  at a switch port that was paused itself (its queue fills behind the stopped egress).
+  at a switch port that was paused itself (its queue fills behind the stopped egress),
+  and such a queue is no evidence of a `noisy_neighbor` (no job's load).
 - `device_down` needs the switch's links seen down by their far ends, on half of its
   links and at least two (a dead switch takes all its links down; two hosts rebooting
   under one leaf take two): a switch whose telemetry stops while its peers see their links up is a collector
@@ -129,6 +130,10 @@ class Persistence:
             return None  # pause frames that paused nothing much: a switch relaying bursts
         if cause == "congestion" and self._pressed(entity.id, direct, ctx):
             return None  # a queue behind a paused egress: the pause's victim
+        if cause == "noisy_neighbor":  # (nor is it the job's load)
+            direct = [s for s in direct if s.family != "congestion" or not self._pressed(s.entity.id, [s], ctx)]
+            if not direct:
+                return None
         if any(s.kind in self.at_once for s in direct):
             return min(s.start for s in direct)
         shared = cause == "congestion" and shared_link(ctx.topology, entity.id) is not None

@@ -316,3 +316,21 @@ def test_a_pause_trees_paused_uplinks_make_no_job_a_noisy_neighbour():
     load = busy("gpu3", 0.9, 0, 200) + busy("gpu1", 0.6, 0, 200)
     _, published = run(storm + tree + load, until=320, jobs=[NOISY, VICTIM])
     assert tops(published) == [("pfc_storm", "gpu2:eth0")]
+
+
+def test_a_pause_trees_queue_proven_a_tick_before_its_pause_names_no_job():
+    """Pause flows backwards: under the storm's tree spine1 stops draining what leaf2
+    sends it and pauses leaf2's uplink. That uplink's queue is proven a tick before its
+    pause (a gauge in two samples, pause counters in three), and for that tick the job
+    sending across it held all of its "load": the surge began with the queue, 11 s
+    earlier, and was credible at once (tune-range confounder probe: a pfc_storm at 1 s,
+    a job ramping up). Once the port is known paused, the surge that stood on it alone
+    spans nothing, and a paused port's queue is no evidence of any job's load."""
+    storm = episode("nic_pfc_tx", "gpu2:eth0", 20, 200) + episode("port_pfc_rx", "leaf1:swp2", 21, 200) \
+        + episode("port_pfc_tx", "leaf1:swp51", 23, 200) + episode("port_pfc_rx", "spine1:swp1", 24, 200)
+    # leaf2's uplink to spine1, from 25 s: its queue heard at 36 s, its pause at 37 s
+    queue = [(max(t, T0 + 36), s) for t, s in episode("queue_congested", "leaf2:swp51", 25, 200)]
+    pause = [(max(t, T0 + 37), s) for t, s in episode("port_pfc_rx", "leaf2:swp51", 25, 200)]
+    load = busy("gpu3", 0.9, 0, 200) + busy("gpu1", 0.6, 0, 200)
+    _, published = run(storm + queue + pause + load, until=320, jobs=[NOISY, VICTIM])
+    assert tops(published) == [("pfc_storm", "gpu2:eth0")]
