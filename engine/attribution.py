@@ -28,6 +28,10 @@ class Attribution:
     links: tuple[str, ...]  # the congested shared links it dominates
     start: float  # when the congestion on those links began
 
+    def metrics(self) -> dict[str, float]:
+        """What a job's surge symptom carries of it."""
+        return {"share": self.share, "shared_links": float(len(self.links))}
+
 
 def host_load(nics: Iterable[Symptom], field: str = "util_tx") -> dict[str, float]:
     """Per host, the sum of its NICs' utilisation `field` (util_tx: transmit, util_rx:

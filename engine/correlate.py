@@ -416,11 +416,10 @@ class Correlator:
         for job_id in sorted(hot_by_job.keys() | noisy.keys()):
             sym = self.surges.get(job_id)
             if sym is not None:
-                if job_id in noisy and "share" not in sym.metrics:  # (surging by saturation first)
-                    sym.metrics.update(share=noisy[job_id].share, shared_links=float(len(noisy[job_id].links)))
-                    sym.last = self.watermark
-                    self.add(sym)
-                elif self.watermark - sym.last >= self.config.surge_refresh_s:
+                named = job_id in noisy and "share" not in sym.metrics  # (surging by saturation first)
+                if named:
+                    sym.metrics.update(noisy[job_id].metrics())
+                if named or self.watermark - sym.last >= self.config.surge_refresh_s:
                     sym.last = self.watermark
                     self.add(sym)
                 continue
@@ -428,7 +427,7 @@ class Correlator:
             metrics = {"saturated_hosts": float(len(hot)), "fraction": round(fraction, 3)}
             starts = [s.start for s in hot]
             if job_id in noisy:
-                metrics.update(share=noisy[job_id].share, shared_links=float(len(noisy[job_id].links)))
+                metrics.update(noisy[job_id].metrics())
                 starts.append(noisy[job_id].start)
             start = min(starts)
             sym = Symptom(
