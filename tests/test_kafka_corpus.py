@@ -198,7 +198,12 @@ def test_the_corpus_through_a_worker_is_dead_lettered_as_expected_and_changes_no
     # of the founding symptom, may differ: with the corpus topic's partitions among the
     # sources, another symptom of the same incident can reach correlation first; the
     # figures say whether they did.)
-    assert _content(run.got) == _content(run.clean), (_summary(run.got), _summary(run.clean))
+    # Under heavy load a partition of the fabric's may stall past the idle limit of 5 s
+    # and its events come after correlation passed their tick (once in some 40 runs beside
+    # three replays, ranks 2-5 differed): the message says how many did.
+    assert _content(run.got) == _content(run.clean), (
+        _summary(run.got), _summary(run.clean), {k: run.samples.get(k) for k in (
+            "fabric_rca_late_events_total", "fabric_rca_idle_partitions")})
 
 
 def test_the_corpus_in_the_fabrics_own_partitions_changes_no_incident(tmp_path, scenario_dir, kafka_bootstrap,
