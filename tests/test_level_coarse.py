@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from engine.baseline import LevelState, observe, span, strictness, windows
+from engine.baseline import LevelState, beyond_noise, observe, span, strictness, windows
 from engine.topology import Topology
 from tests.test_gray_faults import RULES, incidents  # one pipeline run, (top cause, entity) per incident
 
@@ -154,3 +154,20 @@ def test_storage_whose_latency_wanders_but_stays_opens_nothing_for_hours(interva
 @pytest.mark.parametrize("interval", [10, 30])
 def test_storage_drifting_to_three_times_its_level_is_found_at_coarse_polling(interval):
     assert storage_incidents(storage(interval, 2, drift_at=3600)) == [("storage_slow", "stor1")]
+
+
+def test_a_few_samples_of_a_noisy_gauge_that_happen_to_step_are_no_shift():
+    """A NIC's PCIe stall share polled every 45 s, at its first minutes (tune-range probe
+    at 3/20/45 s, link_flap-6): four samples at 0.35-0.48 %, the next four at 1.69-1.93 %,
+    from noise of about half a point. Read from those seven steps the noise looked 16
+    times smaller than the shift, and the rule's own bounds (0.9 point) opened
+    `nic_degraded`; a spread is read from `compare_samples` steps at least."""
+    level = next(r.level for r in RULES.rules if r.id == "nic_pcie_stall_rising")
+    values = [0.48, 0.47, 0.43, 0.35, 1.85, 1.93, 1.69, 1.76, 0.39, 1.51]
+    st = LevelState()
+    verdicts = [observe(st, level, T0 + 45 * k, v, lambda s: 45.0, "s") for k, v in enumerate(values)]
+    assert not any(verdicts)
+    assert not beyond_noise(level, values[:4], values[4:8], 1.8, 0.45)
+    # The same step, in a series that shows its noise over a dozen steps, is beyond it.
+    quiet, raised = [0.45 + 0.01 * (k % 3) for k in range(9)], [1.8 + 0.01 * (k % 3) for k in range(4)]
+    assert beyond_noise(level, quiet, raised, 1.8, 0.45)
