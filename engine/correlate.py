@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from engine.attribution import dominant_jobs, harmed, host_load, shared_link
+from engine.attribution import Attribution, dominant_jobs, harmed, host_load, shared_link
 from engine.cabling import Cabling
 from engine.credible import Persistence
 from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wire
@@ -72,6 +72,9 @@ class CorrelatorState(msgspec.Struct, frozen=True, omit_defaults=True):
     cabling: list[IncidentState] = msgspec.field(default_factory=list)  # open link_miswired incidents
     recent: list[IncidentState] = msgspec.field(default_factory=list)  # resolved, may reopen (none before it)
     reopened: int = 0
+    # The last attribution (`Correlator._attribution`): [[[congestion key, last], ...],
+    # [[job id, share, [link, ...], start], ...]]; [] before one.
+    attributed: list = msgspec.field(default_factory=list)
 
 
 @dataclass
@@ -95,6 +98,7 @@ class Correlator:
     cabling: Cabling = field(default_factory=Cabling)  # link_miswired from LLDP (engine/cabling.py): not correlated
     recent: Recent = field(default_factory=Recent)  # resolved incidents that may reopen (engine/reopen.py)
     reopened: int = 0
+    attributed: tuple = ()  # (the congestion evidence it was taken on, its dominant jobs): `_attribution`
     _changes: list[dict] = field(default_factory=list)
 
     # --- input -----------------------------------------------------------------------
@@ -412,7 +416,7 @@ class Correlator:
             if len(hot) / len(job.hosts) >= self.config.surge_fraction and harmed(
                     job, congested=congested, jobs=running, topology=self.topology):
                 hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts))
-        noisy = self._dominant(congested, running) if congested else {}
+        noisy = self._attribution(congested, running) if congested else {}
         for job_id in sorted(hot_by_job.keys() | noisy.keys()):
             sym = self.surges.get(job_id)
             if sym is not None:
@@ -443,6 +447,24 @@ class Correlator:
                 void = self._stood_on_pause(job_id, sym, congested, running)
                 sym.end = sym.last = sym.start if void else self.watermark
                 self.add(sym)
+
+    def _attribution(self, congested: list[Symptom], running: list[Job]) -> dict:
+        """The jobs dominating the congested shared links (engine/attribution.py), taken
+        again only once the congestion's evidence moves (a symptom new, or seen again; not
+        one ending; a job that ended drops out): the NIC load of a tick with no new evidence of congestion
+        is not what filled it. A congestion symptom stays active until its series has
+        been quiet a few of its intervals: at 45 s polling a spine queue last seen
+        congested at 59 s was active to 190 s, and as the noisy job's NICs went quiet a
+        co-tenant's, then a job ramping up at 138 s, took its "load", and the incident
+        of the noisy job that had filled it (a tune-range probe at 3/20/45 s,
+        noisy_neighbor-6)."""
+        evidence = tuple(sorted((s.key, s.last) for s in congested))
+        if self.attributed and set(evidence) <= set(self.attributed[0]):  # (congestion that ended moves nothing)
+            ids = {j.job_id for j in running}
+            return {j: a for j, a in self.attributed[1].items() if j in ids}
+        noisy = self._dominant(congested, running)
+        self.attributed = (evidence, noisy)
+        return noisy
 
     def _dominant(self, congested: list[Symptom], running: list[Job]) -> dict:
         return dominant_jobs(congested=congested, load=host_load(self.busy.values()), jobs=running,
@@ -505,7 +527,7 @@ class Correlator:
             busy={i: symptom_to_wire(x) for i, x in self.busy.items()},
             busy_rx={i: symptom_to_wire(x) for i, x in self.busy_rx.items()},
             shared={k: symptom_to_wire(x) for k, x in self.shared.items()}, cabling=self.cabling.snapshot(),
-            recent=self.recent.snapshot(), reopened=self.reopened)
+            recent=self.recent.snapshot(), reopened=self.reopened, attributed=_attributed_to_wire(self.attributed))
 
     def restore(self, state: CorrelatorState) -> None:
         """Continue from `state`; ValueError (before any change) if it does not hold together."""
@@ -526,4 +548,20 @@ class Correlator:
             self.recent.add(inc)
         self.watermark, self.opened, self.resolved = state.watermark, state.opened, state.resolved
         self.reopened = state.reopened
+        self.attributed = _attributed_from_wire(state.attributed)
         self._changes = list(state.changes)
+
+
+def _attributed_to_wire(attributed: tuple) -> list:
+    if not attributed:
+        return []
+    evidence, noisy = attributed
+    return [[list(k) for k in evidence], [[a.job_id, a.share, list(a.links), a.start] for a in noisy.values()]]
+
+
+def _attributed_from_wire(wire: list) -> tuple:
+    if not wire:
+        return ()
+    evidence, noisy = wire
+    return (tuple((k, last) for k, last in evidence),
+            {j: Attribution(j, share, tuple(links), start) for j, share, links, start in noisy})

@@ -334,3 +334,29 @@ def test_a_pause_trees_queue_proven_a_tick_before_its_pause_names_no_job():
     load = busy("gpu3", 0.9, 0, 200) + busy("gpu1", 0.6, 0, 200)
     _, published = run(storm + queue + pause + load, until=320, jobs=[NOISY, VICTIM])
     assert tops(published) == [("pfc_storm", "gpu2:eth0")]
+
+
+def stale(events: list, until: float) -> list:
+    """An episode as a coarse-polled series shows it: its last sample stays its last
+    evidence, and its end is told only `until` s in (the series quiet a few intervals)."""
+    *live, (_, end) = events
+    return live + [(T0 + until, end)]
+
+
+def test_a_congestion_seen_no_more_gives_no_later_load_to_the_job_that_fills_nothing():
+    """At 45 s polling a spine queue last seen congested at 59 s stayed active to 190 s.
+    As the noisy job's NICs went quiet, its co-tenant's NICs and then a job ramping up at
+    138 s took the "load" of that congestion, and the incident of the noisy job that had
+    filled it (tune-range probe at 3/20/45 s, noisy_neighbor-6). Attribution is taken
+    again only when the congestion's evidence moves."""
+    load = busy("gpu1", 0.85, 20, 60) + busy("gpu3", 0.8, 20, 60)
+    congestion = [e for rule, port, t in (("queue_congested", "leaf1:swp51", 22), ("port_ecn_marking", "leaf1:swp51", 22),
+                                          ("queue_congested", "spine1:swp2", 23))
+                  for e in stale(episode(rule, port, t, 60), 190)]
+    ramp = busy("gpu2", 0.9, 100, 230) + busy("gpu4", 0.9, 100, 230)
+    first: dict = {}
+    c, published = run(load + congestion + ramp, until=300, jobs=[NOISY, VICTIM], first=first)
+    assert tops(first) == [("noisy_neighbor", "7")]
+    assert tops(published) == [("noisy_neighbor", "7")]
+    (inc,) = published.values()
+    assert ("noisy_neighbor", "8") not in [(r["cause"], r["entity"]["id"]) for r in inc["root_causes"]]
