@@ -348,10 +348,7 @@ def beyond_noise(level: Level, past: list, now: list, recent: float, baseline: f
     windows' values would count the creep itself as noise. A q-quantile of n samples
     spreads by sqrt(q (1 - q)) / pdf(q) / sqrt(n) of it (1.25 for the median).
     The spread is read from `compare_samples` steps at least (NOISE_Z leaves room for a
-    dozen): from fewer, chance makes it small too often. Four samples of a NIC's PCIe
-    stall share polled every 45 s at 0.4-0.5 % and the next four at 1.7-1.9 % read as six
-    small steps and one jump, a shift 16 times the "noise" (a tune-range probe at 3/20/45
-    s, link_flap-6: a false `nic_degraded`); its true spread is about 0.5 point."""
+    dozen): from fewer, chance makes it small too often (docs/design.md, "Gray faults")."""
     series = past + now  # in time order
     if baseline is None or len(past) < 2 or len(now) < 2 or len(series) <= level.compare_samples:
         return False
