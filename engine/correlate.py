@@ -450,14 +450,11 @@ class Correlator:
 
     def _attribution(self, congested: list[Symptom], running: list[Job]) -> dict:
         """The jobs dominating the congested shared links (engine/attribution.py), taken
-        again only once the congestion's evidence moves (a symptom new, or seen again; not
-        one ending; a job that ended drops out): the NIC load of a tick with no new evidence of congestion
-        is not what filled it. A congestion symptom stays active until its series has
-        been quiet a few of its intervals: at 45 s polling a spine queue last seen
-        congested at 59 s was active to 190 s, and as the noisy job's NICs went quiet a
-        co-tenant's, then a job ramping up at 138 s, took its "load", and the incident
-        of the noisy job that had filled it (a tune-range probe at 3/20/45 s,
-        noisy_neighbor-6)."""
+        again only once the congestion's evidence moves: a congested port new or seen
+        again (not one ending; a job that ended drops out). A congestion symptom stays
+        active a few of its series' intervals after its last evidence, and the NIC load
+        of a tick without new evidence is not what filled it (docs/design.md, "Noisy
+        neighbour by attribution")."""
         evidence = tuple(sorted((s.key, s.last) for s in congested))
         if self.attributed and set(evidence) <= set(self.attributed[0]):  # (congestion that ended moves nothing)
             ids = {j.job_id for j in running}
