@@ -455,8 +455,8 @@ class Correlator:
         active a few of its series' intervals after its last evidence, and the NIC load
         of a tick without new evidence is not what filled it (docs/design.md, "Noisy
         neighbour by attribution")."""
-        evidence = tuple(sorted((s.key, s.last) for s in congested))
-        if self.attributed and set(evidence) <= set(self.attributed[0]):  # (congestion that ended moves nothing)
+        evidence = frozenset((s.key, s.last) for s in congested)
+        if self.attributed and evidence <= self.attributed[0]:  # (congestion that ended moves nothing)
             ids = {j.job_id for j in running}
             return {j: a for j, a in self.attributed[1].items() if j in ids}
         noisy = self._dominant(congested, running)
@@ -553,12 +553,12 @@ def _attributed_to_wire(attributed: tuple) -> list:
     if not attributed:
         return []
     evidence, noisy = attributed
-    return [[list(k) for k in evidence], [[a.job_id, a.share, list(a.links), a.start] for a in noisy.values()]]
+    return [[list(k) for k in sorted(evidence)], [[a.job_id, a.share, list(a.links), a.start] for a in noisy.values()]]
 
 
 def _attributed_from_wire(wire: list) -> tuple:
     if not wire:
         return ()
     evidence, noisy = wire
-    return (tuple((k, last) for k, last in evidence),
+    return (frozenset((k, last) for k, last in evidence),
             {j: Attribution(j, share, tuple(links), start) for j, share, links, start in noisy})
