@@ -147,8 +147,10 @@ DERIVED_FEATURES: dict[str, dict[str, DerivedFeature]] = {
 
 
 def known_features(measurement: str) -> frozenset[str]:
-    """Every feature a rule or model may name for `measurement`."""
+    """Every feature a rule or model may name for `measurement`: a counter `x` as its rate
+    `x_rate` (per second) and its increase `x_delta` (since the previous sample)."""
     m = MEASUREMENTS[measurement]
     return frozenset(
-        {f"{c}_rate" for c in m.counters} | set(m.gauges) | set(DERIVED_FEATURES.get(measurement, {}))
+        {f"{c}_rate" for c in m.counters} | {f"{c}_delta" for c in m.counters} | set(m.gauges)
+        | set(DERIVED_FEATURES.get(measurement, {}))
     )

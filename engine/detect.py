@@ -3,9 +3,9 @@
 Persistence is judged in event seconds with a floor in samples of the series' own
 interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a rule's
 symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples (+ 1 instead for
-a gauge, `instant`, once they span for_s) within
-max(within_s, (that + 1) x I) and ends after max(clear_s, clear_samples x I) without a
-hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x
+a gauge, `instant`, once they span for_s; one whose counter's increases add up to hits, for a
+rule with `count`) within max(within_s, (that + 1) x I) and ends after max(clear_s,
+clear_samples x I) without a hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x
 its interval). Time is the event time of the records and of `advance(watermark)`: no
 wall clock. docs/design.md "Interval-invariant detection" says why.
 """
@@ -21,7 +21,7 @@ import msgspec
 from engine.baseline import LevelState, LevelWire, level_seeds
 from engine.level_plan import LevelPlan, level_plan, observe_record
 from engine.detect_parts import (  # noqa: F401  (end_all, pending_out, restore_out: models/scorer.py)
-    Feature, _evidence, _template, clear_after, end_all, missed, needed, pending_out, restore_out, symptom_key)
+    Feature, _evidence, _template, clear_after, counted, end_all, missed, needed, pending_out, restore_out, symptom_key)
 from engine.events import SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.features import MEASUREMENTS, FeatureExtractor, plan
 from engine.features_compile import level_names
@@ -252,7 +252,8 @@ class Detector:
             while dq[0][0] < ts - window:
                 dq.popleft()
             runs = self.runs.get(metric.series) if rule.for_s > 0 and rule.level is None else None
-            if len(dq) < need or (rule.instant and ts - dq[0][0] < rule.for_s):
+            short = counted(rule, dq) < rule.hits if rule.count else len(dq) < need
+            if short or (rule.instant and ts - dq[0][0] < rule.for_s):
                 if rule.for_s > 0 and rule.level is None:
                     self.runs.setdefault(metric.series, {}).setdefault(key, 0)
                 return None

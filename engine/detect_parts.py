@@ -17,11 +17,14 @@ Feature = bool | int | float | str | None
 
 
 def needed(rule: Rule, interval: float) -> int:
-    """Samples the condition must hold in at sample interval `interval`: `hits`, and
+    """Samples the condition must hold in at sample interval `interval`: `hits` (one, for a
+    rule that counts a counter's increases: `counted`), and
     more than an episode shorter than `for_s` can reach. An episode of d seconds overlaps
     at most ceil(d / interval) + 1 samples (it can straddle a sample boundary at each
     end), so n = ceil(for_s / interval) + 2 samples prove it lasted about for_s or more,
     whatever the interval and however strong the episode was."""
+    if rule.count:  # `hits` are counted in a counter's increases, one sample may hold them all
+        return 1
     if rule.for_s <= 0:
         return rule.hits
     # A gauge (`instant`) is read at the sample's instant, not over the interval: an
@@ -33,6 +36,12 @@ def needed(rule: Rule, interval: float) -> int:
     if rule.instant:
         return max(2, math.ceil(max(rule.for_s, rule.hits) / interval - 1e-9) + 1)
     return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 2)
+
+
+def counted(rule: Rule, dq) -> int | float:
+    """What a run of hits `dq` ((time, features) of each) adds up to in `rule.count`, a
+    counter's increase."""
+    return sum(f.get(rule.count) or 0 for _, f in dq)
 
 
 def clear_after(rule: Rule, interval: float) -> float:

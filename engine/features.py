@@ -2,7 +2,8 @@
 
 The catalogue below is contract section 2 written as data: which fields are cumulative
 counters (C), gauges (G) or event fields (E) for each measurement, and how the entity id
-is formed. Rules name features: a counter `x` becomes the feature `x_rate` (per second),
+is formed. Rules name features: a counter `x` becomes the feature `x_rate` (per second)
+and `x_delta` (its increase since the previous sample),
 a gauge or event field keeps its name, and derived features combine them.
 
 Only the features some rule (or model) needs are computed: the hot path does no work for
@@ -157,7 +158,7 @@ def plan(measurement: str, wanted: frozenset[str]) -> FeaturePlan:
             raw.update(derived[f].inputs)
         else:
             raw.add(f)
-    counters = tuple(sorted(c for c in m.counters if f"{c}_rate" in raw))
+    counters = tuple(sorted(c for c in m.counters if f"{c}_rate" in raw or f"{c}_delta" in raw))
     gauges = tuple(sorted(g for g in m.gauges if g in raw))
     return FeaturePlan(counters, gauges, tuple(chosen), frozenset(wanted))
 

@@ -46,7 +46,8 @@ def compile_plan(p: FeaturePlan, measurement: str = "", rules: tuple = (), alway
     lacks some of them (a NIC that reports only the priorities it uses) has its counters
     read one by one from then on (code compiled once per plan for such series).
     A counter that is not an int or a float counts as absent. With a previous value a
-    counter's rate is delta / dt, or a reset is counted when it decreased; a counter
+    counter's rate is delta / dt (and, where a rule reads it, `x_delta` is the delta), or
+    a reset is counted when it decreased; a counter
     equal to its previous value has rate
     0.0 at once (the same object: a small int that did not change, e.g. the PFC counters
     of idle priorities; or an equal int, whose difference is exactly 0). When every
@@ -190,9 +191,13 @@ def _compile(p: FeaturePlan, measurement: str, rules: tuple, always: bool, model
             f"        {x} = {o}",
             "        keep = True",
         ]
+    tested = {c.feature for r in rules for c in (*r.all, *r.any)} | set(level_names(levels))
+    for i, c in enumerate(p.counters):  # an increase (`x_delta`), where a rule reads it
+        if f"{c}_delta" in tested or f"{c}_delta" in p.wanted:
+            local[f"{c}_delta"] = f"E{i}"
+            src.append(f"    E{i} = None if R{i} is None else x{i} - o{i}")
     if n:  # each x now holds the counter's new memory: its value, or the one kept
         src.append(f"    st.values = ({xs}) if keep else X")
-    tested = {c.feature for r in rules for c in (*r.all, *r.any)} | set(level_names(levels))
     late: list[str] = []  # derived features no condition reads: computed once a rule fired
     for j, d in enumerate(p.derived):
         v = local[d.name] = f"D{j}"

@@ -4,7 +4,8 @@ must agree with: no speed, only the meaning (contract section 2).
 For one record of a series and that series' counter memory (the last number of each
 counter, by name):
 - a counter `c` whose new and previous values are both numbers (int or float, not a
-  boolean) has the feature `c_rate` = (new - previous) / dt; when it decreased (a reset,
+  boolean) has the features `c_rate` = (new - previous) / dt and `c_delta` = new -
+  previous (its increase: transitions, not a rate); when it decreased (a reset,
   or a wrap of a fixed-width counter) it has no rate and one reset is counted;
 - a counter value that is present but not a number is counted as non-numeric, gets no
   rate and leaves the memory as it was; an absent counter gets no rate either;
@@ -55,6 +56,7 @@ def reference_features(p, fields: dict, tags: dict, before: dict | None, dt: flo
             continue
         if new >= old:
             x[f"{c}_rate"] = (new - old) / dt
+            x[f"{c}_delta"] = new - old
         else:
             resets += 1
     for d in p.derived:

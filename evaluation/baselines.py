@@ -213,8 +213,10 @@ def cause_of(col: Column, topology: Topology | None, silent: frozenset[str] = fr
 # ------------------------------------------------------------------ the windows
 
 def metric_features(measurement: str) -> frozenset[str]:
-    """Every known feature of a measurement that may be a number and is a metric."""
-    return frozenset(f for f in known_features(measurement) if f not in _TEXT and not _NOT_METRICS.fullmatch(f))
+    """Every known feature of a measurement that may be a number and is a metric (a
+    counter's rate, not also its increase `x_delta`: the same reading twice)."""
+    return frozenset(f for f in known_features(measurement)
+                     if f not in _TEXT and not _NOT_METRICS.fullmatch(f) and not f.endswith("_delta"))
 
 
 @dataclass

@@ -18,7 +18,8 @@ from contract.measurements import MEASUREMENTS, known_features
 from rules.schema import ENTITY_KINDS, OPS, Condition, Level, Rule, RuleSet, SilenceRule
 
 RULE_KEYS = {"id", "symptom", "family", "measurement", "when", "report", "hits", "within_s", "for_s", "clear_s",
-             "clear_samples", "severity", "opens_incident", "at_once", "instant", "entity", "entity_kind", "description", "level"}
+             "clear_samples", "severity", "opens_incident", "at_once", "instant", "entity", "entity_kind", "description", "level",
+             "count"}
 LEVEL_KEYS = {"feature", "recent_s", "baseline_s", "bucket_s", "min_samples", "compare_samples", "quantile", "above", "ratio", "rise"}
 SILENCE_KEYS = {"id", "symptom", "family", "silence", "severity", "opens_incident", "description"}
 ROLES = ("spine", "superspine", "leaf", "host", "storage")
@@ -142,18 +143,25 @@ def _rule(src: str, raw: dict) -> Rule:
         if f not in known:
             raise RuleError(src, rid, f"report[{i}]", f"unknown feature {f!r} for measurement {meas!r}")
     hits = _number(src, rid, raw, "hits", 1, lo=1, hi=10_000, integer=True)
+    count = raw.get("count", "")
+    if count and (not isinstance(count, str) or not count.endswith("_delta") or count not in known):
+        raise RuleError(src, rid, "count", f"must name a counter's increase of measurement {meas!r} "
+                        f"('x_delta', x one of its counters), got {count!r}")
+    for_s = float(_number(src, rid, raw, "for_s", 0, lo=0, hi=86_400))
+    if count and (level is not None or for_s > 0 or raw.get("instant")):
+        raise RuleError(src, rid, "count", "counts a counter's increases: not with 'level', 'for_s' or 'instant'")
     return Rule(
         id=rid, symptom=symptom, family=family, measurement=meas,
         all=groups["all"], any=groups["any"], hits=hits,
         within_s=float(_number(src, rid, raw, "within_s", max(1, hits), lo=0.001, hi=86_400)),
         clear_s=float(_number(src, rid, raw, "clear_s", 5, lo=0.001, hi=86_400)),
-        for_s=float(_number(src, rid, raw, "for_s", 0, lo=0, hi=86_400)),
+        for_s=for_s,
         clear_samples=float(_number(src, rid, raw, "clear_samples", 3, lo=0, hi=1_000)),
         severity=float(_number(src, rid, raw, "severity", 0.5, lo=0, hi=1)),
         opens_incident=_bool(src, rid, raw, "opens_incident", True),
         at_once=_bool(src, rid, raw, "at_once", False),
         instant=_bool(src, rid, raw, "instant", False),
-        entity_kind=kind, entity=entity, source=src, report=tuple(report), level=level,
+        entity_kind=kind, entity=entity, source=src, report=tuple(report), level=level, count=count,
     )
 
 

@@ -89,7 +89,10 @@ class Rule:
     seconds, in a row for a for_s rule (a run breaks once the samples its condition
     misses pass a quarter of it); the symptom ends after max(clear_s, clear_samples x I) seconds without a
     hit. At 1 s sampling and `for_s` 0 that is `hits` within `within_s`, ending after
-    `clear_s`."""
+    `clear_s`. A rule with `count` (a counter's increase, `x_delta`) counts what the
+    counter counts, not samples: its symptom starts once the increases of the samples its
+    condition holds in add up to `hits` within max(within_s, 2 x I), one sample being
+    enough (three carrier transitions are a flap whether one sample or three saw them)."""
 
     id: str
     symptom: str
@@ -118,6 +121,7 @@ class Rule:
     # A level rule: its condition is only that `level.feature` is present; whether the
     # series left its own level is engine.baseline's (see Level).
     level: Level | None = None
+    count: str = ""  # a counter's increase (`x_delta`): `hits` are counted in it, not in samples
 
     def matches(self, features: dict) -> bool:
         for c in self.all:
@@ -133,7 +137,8 @@ class Rule:
     @property
     def features(self) -> frozenset[str]:
         """Features the rule reads: its conditions' and those it reports."""
-        return frozenset(c.feature for c in (*self.all, *self.any)) | frozenset(self.report)
+        return frozenset(c.feature for c in (*self.all, *self.any)) | frozenset(self.report) | frozenset(
+            [self.count] if self.count else [])
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,7 @@ def test_every_catalogue_feature_is_known_and_planned():
         assert r.features, r.id
         assert r.features <= known_features(r.measurement), r.id
         p = plan(r.measurement, r.features)
-        produced = {f"{c}_rate" for c in p.counters} | set(p.gauges) | {d.name for d in p.derived}
+        produced = {f"{c}_{k}" for c in p.counters for k in ("rate", "delta")} | set(p.gauges) | {d.name for d in p.derived}
         assert r.features <= produced, r.id
 
 
