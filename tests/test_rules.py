@@ -251,3 +251,15 @@ def test_cli_rules_check_rejects_a_bad_file(tmp_path, capsys):
     assert "bad_thresholds.yaml" in out.err
     assert "'pfc_hot'" in out.err and "'severity'" in out.err
     assert "ok" not in out.out
+
+
+def test_a_counted_rule_names_a_counters_increase_and_nothing_else(tmp_path):
+    """`count` is a counter's increase of the rule's measurement (`x_delta`); a rate, a
+    gauge or an unknown name is a clear error, and so is counting with a level or for_s."""
+    ok = load_rules([write(tmp_path, "ok.yaml", good_rule(count="carrier_changes_delta", hits=3))])
+    assert ok.rules[0].count == "carrier_changes_delta" and "carrier_changes_delta" in ok.rules[0].features
+    for bad in ("carrier_changes_rate", "pfc_tx_pkts_delta", "oper_status", "nope_delta", 3):
+        msg = error_of(write(tmp_path, "bad.yaml", good_rule(count=bad)))
+        assert "count" in msg and "increase" in msg and repr(bad) in msg, msg
+    msg = error_of(write(tmp_path, "for.yaml", good_rule(count="carrier_changes_delta", for_s=10)))
+    assert "count" in msg and "for_s" in msg, msg
