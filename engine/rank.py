@@ -361,7 +361,11 @@ def pressed(symptoms: Iterable[Symptom], topology: Topology) -> dict[str, tuple[
     the spans during which it received pause or (a switch) had a congested egress. One
     pressed so sends pause as a victim, whichever incident the pressure's symptoms are in.
     A switch port paused itself is listed under its own name too: its queue fills
-    because its egress is stopped, so its congestion is the pause's, not a cause."""
+    because its egress is stopped, so its congestion is the pause's, not a cause. So is
+    every switch port facing a switch seen sending pause (a port of it sending, or a
+    port facing it receiving): its ports share one buffer, and a buffer that fills
+    pauses what flows into it, so a queue toward it fills behind the pause before that
+    port's own pause counters have had the samples to say so (`pause_senders`)."""
     out: dict[str, list[tuple[float, float]]] = {}
     for s in symptoms:
         paused = s.kind in PAUSED_KINDS
@@ -371,7 +375,27 @@ def pressed(symptoms: Iterable[Symptom], topology: Topology) -> dict[str, tuple[
             out.setdefault(pressure_key(s, topology), []).append(span)
             if paused and topology.is_switch(s.device):
                 out.setdefault(s.entity.id, []).append(span)
+        for sender in pause_senders(s, topology):
+            span = (s.start, s.end if s.end is not None else s.last)
+            for port in topology.interfaces(sender):
+                far = topology.peer(port)
+                if far is not None and topology.is_switch(device_of(far)):
+                    out.setdefault(far, []).append(span)
     return {d: tuple(sorted(v)) for d, v in out.items()}
+
+
+def pause_senders(s: Symptom, topology: Topology) -> tuple[str, ...]:
+    """The switch a pause symptom shows sending pause: the device of a port that sends it
+    (`pfc_pause_tx`), or the far end of a switch port that receives it."""
+    if s.entity.kind != "interface" or not topology.is_switch(s.device):
+        return ()
+    if s.kind == "pfc_pause_tx":
+        return (s.device,)
+    if s.kind in PAUSED_KINDS:
+        far = topology.peer(s.entity.id)
+        if far is not None and topology.is_switch(device_of(far)):
+            return (device_of(far),)
+    return ()
 
 
 def rank(symptoms: list[Symptom], ctx: Context) -> list[RootCause]:

@@ -234,6 +234,24 @@ def test_a_switch_port_sending_pause_beside_a_congested_egress_is_a_victim():
     assert tops(published)[0] == ("congestion", "leaf1:swp2")
 
 
+def test_a_queue_toward_a_switch_that_sends_pause_is_its_victim_before_its_own_counters_say_so():
+    """A weak storm from gpu3 seen at coarse polling (tune-range probe pfc_storm-9 at 7 s):
+    spine1's queue toward leaf2 fills from 22 s, leaf2 is seen pausing spine2 from 27 s,
+    but spine1:swp2's own pause counters need a sample more (45 s), and the leaf's port
+    facing the NIC and the NIC itself come later still. The first page named congestion
+    at spine1:swp2; a buffer that pauses one sender into it pauses the others, so the
+    queue is the pause's victim from 27 s, and the first page names the storm."""
+    first: dict = {}
+    events = episode("queue_congested", "spine1:swp2", 22, 120) + episode("port_pfc_rx", "spine2:swp2", 27, 120) \
+        + episode("port_pfc_rx", "spine1:swp2", 45, 120) + episode("port_pfc_rx", "leaf2:swp1", 50, 120) \
+        + episode("nic_pfc_tx", "gpu3:eth0", 60, 120)
+    _, published = run(events, until=240, first=first)
+    assert tops(published) == [("pfc_storm", "gpu3:eth0")]
+    assert [i["root_causes"][0]["entity"]["id"] for i in first.values()] == ["gpu3:eth0"]
+    _, published = run(episode("queue_congested", "spine1:swp2", 22, 120), until=240)
+    assert tops(published) == [("congestion", "spine1:swp2")]  # no pause anywhere: a congestion
+
+
 # --- cascades -------------------------------------------------------------------------------
 
 def test_rerouting_congestion_after_a_fabric_link_flap_joins_the_flap():
