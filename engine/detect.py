@@ -1,13 +1,13 @@
 """Stage 3: features -> symptoms, by the rules, with state per (rule, entity).
 
 Persistence is judged in event seconds with a floor in samples of the series' own
-interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a rule's
-symptom starts when its condition held in max(hits, ceil(for_s / I) + 2) samples (+ 1 instead for
-a gauge, `instant`, once they span for_s; one whose counter's increases add up to hits, for a
-rule with `count`) within max(within_s, (that + 1) x I) and ends after max(clear_s,
-clear_samples x I) without a hit; a silence rule raises a symptom on a device quiet for max(after_s, after_intervals x
-its interval). Time is the event time of the records and of `advance(watermark)`: no
-wall clock. docs/design.md "Interval-invariant detection" says why.
+interval `I` (`interval_of`, the reorderer's estimate; 1 s without one): a symptom starts
+when its rule's condition held in max(hits, ceil(for_s / I) + 2) samples (+ 1 instead for
+a gauge, `instant`, once they span for_s; one whose counter's increases add up to hits,
+for a rule with `count`) within max(within_s, (that + 1) x I), and ends after max(clear_s,
+clear_samples x I) without a hit; a silence rule raises a symptom on a device quiet for
+max(after_s, after_intervals x its interval). Time is event time (records, `advance`):
+no wall clock. docs/design.md "Interval-invariant detection" says why.
 """
 from __future__ import annotations
 
