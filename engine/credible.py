@@ -21,7 +21,10 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
   target that is slow for half a minute is what readers feel. Congestion on a
   switch-to-switch link waits `shared_congestion_s`: the question there is whose traffic
   fills it (noisy neighbour by attribution), and the senders' load is reported on the
-  same clocks as the congestion, so the answer needs the same time again.
+  same clocks as the congestion, so the answer needs the same time again. It also waits
+  for the port's own pause counters (`_shared_wait`): the samples the pause rules need,
+  at the interval its evidence shows, so that a queue filling behind a paused egress is
+  seen paused before it is called congested.
 - **repeated**: causes whose faults show as recurring blips (errors, NIC drops and stalls,
   microbursts) are also credible after `repeats` separate stretches: the same entity
   again and again, where a blip happens once.
@@ -70,11 +73,13 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.attribution import shared_link
 from engine.rank import Context, explain, links_seen_down, pressure_key
+from engine.samples import interval as sample_interval
 from engine.types import Entity, Symptom, device_of
 
 REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
@@ -105,6 +110,9 @@ class Persistence:
     fabric_link_down_s: float = 30.0
     host_link_down_s: float = 30.0  # a host link its host reports down this long (and its switch port too)
     shared_congestion_s: float = 20.0  # congestion on a switch-to-switch link waits for attribution
+    # ... and for its own pause counters: the pause rules' for_s (port_pfc_rx), which they
+    # prove in ceil(for_s / I) + 2 samples of the port's interval I (`_shared_wait`)
+    pause_for_s: float = 10.0
     switch_pause_us: float = 100_000.0  # µs paused per s a switch port's pause must reach to originate a storm
     switch_links_down: int = 2  # a switch is down when at least this many of its links ...
     switch_links_share: float = 0.5  # ... and this share of them are seen down by their far ends
@@ -148,7 +156,7 @@ class Persistence:
                 return self._host_link_down(ends, direct, ctx)
             need = self.fabric_link_down_s
         elif shared:
-            need = self.shared_congestion_s  # whose traffic is it? the senders' load comes on the same clocks
+            need = self._shared_wait(direct)  # whose traffic is it, and is the port paused?
         else:
             need = self.sustained_s.get(cause, 10.0)
             if cause in self.corroborated:
@@ -161,6 +169,16 @@ class Persistence:
         if cause in self.repeating and len(stretches) >= self.repeats:
             return stretches[0][0]
         return None
+
+    def _shared_wait(self, direct: list[Symptom]) -> float:
+        """How long congestion on a switch-to-switch link must last: `shared_congestion_s`
+        (the senders' load is reported on the same clocks as the congestion), and as long
+        as the port's own pause counters take to show it paused (the pause rules' samples,
+        one missed among them), where a queue-occupancy gauge takes a sample less: at 30-60 s
+        polling a spine's queue toward the leaf of a weak NIC storm was published as
+        congestion two samples in, before anything was seen paused."""
+        iv = sample_interval(direct)
+        return max(self.shared_congestion_s, (math.ceil(self.pause_for_s / iv - 1e-9) + 2) * iv)
 
     def _paused_long(self, direct: list[Symptom]) -> bool:
         """Whether a switch port's pause held its peer for long (`switch_pause_us` of every

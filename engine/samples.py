@@ -68,3 +68,11 @@ def display(samples: dict[str, Series]) -> dict[str, list[list[float]]]:
     """The served form: per metric, [[unix seconds, value], ...], rounded to ms and to the
     metrics' 3 decimals."""
     return {name: [[round(t, 3), round(v, 3)] for t, v in points] for name, points in sorted(samples.items())}
+
+
+def interval(symptoms) -> float:
+    """The sample interval the symptoms' evidence shows: the shortest gap between two
+    successive samples of any of their series (a symptom's first samples are never
+    compacted away), or 1 s when none has two."""
+    gaps = [b[0] - a[0] for s in symptoms for series in s.samples.values() for a, b in zip(series, series[1:])]
+    return min(gaps) if gaps else 1.0
