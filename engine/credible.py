@@ -73,11 +73,11 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.attribution import shared_link
+from engine.detect_parts import proof_samples
 from engine.rank import Context, explain, links_seen_down, pressure_key
 from engine.samples import interval as sample_interval
 from engine.types import Entity, Symptom, device_of
@@ -178,7 +178,7 @@ class Persistence:
         polling a spine's queue toward the leaf of a weak NIC storm was published as
         congestion two samples in, before anything was seen paused."""
         iv = sample_interval(direct)
-        return max(self.shared_congestion_s, (math.ceil(self.pause_for_s / iv - 1e-9) + 2) * iv)
+        return max(self.shared_congestion_s, proof_samples(self.pause_for_s, iv) * iv)
 
     def _paused_long(self, direct: list[Symptom]) -> bool:
         """Whether a switch port's pause held its peer for long (`switch_pause_us` of every

@@ -34,8 +34,14 @@ def needed(rule: Rule, interval: float) -> int:
     # (what they are at 1 s): at 30 s polling three readings took 60 s and more, and a
     # 60 s congestion, held in two readings 30 s apart, was never found.
     if rule.instant:
-        return max(2, math.ceil(max(rule.for_s, rule.hits) / interval - 1e-9) + 1)
-    return max(rule.hits, math.ceil(rule.for_s / interval - 1e-9) + 2)
+        return max(2, proof_samples(max(rule.for_s, rule.hits), interval) - 1)
+    return max(rule.hits, proof_samples(rule.for_s, interval))
+
+
+def proof_samples(for_s: float, interval: float) -> int:
+    """Samples of a rate, ceil(for_s / interval) + 2, that prove an episode lasted about
+    for_s or more (`needed`); engine/credible.py waits for a pause rule's as long."""
+    return math.ceil(for_s / interval - 1e-9) + 2
 
 
 def counted(rule: Rule, dq) -> int | float:
