@@ -370,13 +370,12 @@ def pressed(symptoms: Iterable[Symptom], topology: Topology) -> dict[str, tuple[
     for s in symptoms:
         paused = s.kind in PAUSED_KINDS
         congested = s.kind in CONGESTION_KINDS and topology.is_switch(s.device)
+        span = (s.start, s.end if s.end is not None else s.last)
         if (paused or congested) and s.entity.kind == "interface":
-            span = (s.start, s.end if s.end is not None else s.last)
             out.setdefault(pressure_key(s, topology), []).append(span)
             if paused and topology.is_switch(s.device):
                 out.setdefault(s.entity.id, []).append(span)
         for sender in pause_senders(s, topology):
-            span = (s.start, s.end if s.end is not None else s.last)
             for port in topology.interfaces(sender):
                 far = topology.peer(port)
                 if far is not None and topology.is_switch(device_of(far)):
