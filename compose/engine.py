@@ -15,7 +15,6 @@ from engine.pipeline import CorrelateStage, DetectStage, EngineConfig, Pipeline,
 from engine.replay import replay
 from engine.shards import replay_sharded
 from engine.ports import AnomalyScorer, MaintenanceSource
-from engine.skim import Shard
 from engine.topology import Topology, load_topology
 from engine.topology_load import TopologyError, read_spec
 from rules.loader import load_rules
@@ -158,15 +157,15 @@ def replay_with(parts: EngineParts, files: list[Path], *, shards: int = 1, speed
     replay is not paced, on that many processes with the same incidents (engine/shards.py)."""
     if shards > 1 and not speed:
         names = [f"shard{k}" for k in range(shards)]
-        return replay_sharded(lambda source, shard: new_detect_stage(parts, source, shard),
+        return replay_sharded(lambda source: new_detect_stage(parts, source),
                               new_correlate_stage(parts, names), files, shards=shards, roles=parts.roles, **kw)
     return replay(new_pipeline(parts), files, speed=speed, **kw)
 
 
-def new_detect_stage(parts: EngineParts, source: str, shard: Shard | None = None) -> DetectStage:
+def new_detect_stage(parts: EngineParts, source: str) -> DetectStage:
     """Stage 1 for one source (a worker: one telemetry partition; a replay shard)."""
     return DetectStage(rules=parts.rules, roles=parts.roles, config=parts.config, source=source,
-                       scorer=parts.scorer(), mappings=parts.mappings, shard=shard,
+                       scorer=parts.scorer(), mappings=parts.mappings,
                        interfaces=parts.topology.cabled_interfaces())
 
 

@@ -48,14 +48,6 @@ _json_fields = re.compile(_KEY + b"=" + _VALUE + b"(?:," + _KEY + b"=" + _VALUE 
 _decode_fields = msgspec.json.Decoder(dict[str, int | float | str | bool]).decode
 
 
-# `skim_bytes`: the field sets `_json_fields` reads, less those msgspec could still refuse
-# (a float with an exponent, or one of over 301 digits before its point: beyond a double).
-_SKIM_VALUE = (rb'(?:-?+(?:0|[1-9][0-9]{0,17}+)i|(?:0|[1-9][0-9]{0,18}+)u|true|false'
-               + rb'|"[^",=\\\x00-\x1f]{0,%d}+"' % MAX_STRING_CHARS
-               + rb'|-?+(?:0|[1-9][0-9]{0,300}+)\.[0-9]++)')
-_skim_fields = re.compile(_KEY + b"=" + _SKIM_VALUE + b"(?:," + _KEY + b"=" + _SKIM_VALUE + b")*+").fullmatch
-
-
 # Layouts (`Layouts`): the value of each kind `_VALUE` reads, as a group without the
 # integer's suffix (JSON reads the group as `_decode_fields` reads the value).
 _LAYOUT_KINDS = {
@@ -187,21 +179,6 @@ def common_bytes(line: bytes) -> tuple[bytes, dict, int] | None:
     except msgspec.DecodeError:  # (not UTF-8, a float beyond a double's range)
         return None
     return (line[:i], fields, int(line[j + 1:])) if len(fields) <= MAX_FIELDS else None
-
-
-def skim_bytes(line: bytes, end: int) -> tuple[bytes, int] | None:
-    """(head, timestamp) of an ASCII line (`line[:end]`, stripped) that `common_bytes`
-    reads, its fields checked but not read (for a record only its series and time are
-    wanted: another shard's device, engine/shards.py); None for any other line, and for
-    a few `common_bytes` reads (floats with an exponent). Property tests hold it to
-    `common_bytes`."""
-    if b"\\" in line:
-        return None
-    i, j = line.find(b" ", 0, end), line.rfind(b" ", 0, end)
-    if i < 0 or j <= i + 1 or not line[j + 1:end].isdigit() or not _skim_fields(line, i + 1, j) \
-            or line.count(b"=", i + 1, j) > MAX_FIELDS:
-        return None
-    return line[:i], int(line[j + 1:end])
 
 
 def common(line: str) -> tuple[str, dict, int] | None:

@@ -184,19 +184,6 @@ class MappingSet:
         mapping, tags, series = seen
         return Metric(mapping.to, tags, mapping.fields_of(m.fields, m.name), m.ts, series), mapping.name
 
-    def series_of(self, m: Metric) -> tuple[str, dict, str, str] | None:
-        """(measurement, tags, series key, mapping name) `map` gives the records of `m`'s series, when
-        their fields take no part in choosing the mapping; None otherwise, or when no
-        mapping takes them (for a record whose fields are not read: DetectStage's skim)."""
-        if m.name in self._by_fields:
-            return None
-        seen = self._by_series.get(m.series, False)
-        if seen is False:
-            seen = self._series(m)
-        if seen is None or m.name in self._by_fields:
-            return None
-        return seen[0].to, seen[1], seen[2], seen[0].name
-
     def _series(self, m: Metric) -> tuple[Mapping, dict, str] | None:
         """The mapping of a record's series; where a candidate matches field names too
         (Prometheus v2: one measurement, the metric in the field), of its fields as well."""

@@ -209,7 +209,7 @@ def parse_line(line: bytes | str) -> tuple[list[Metric], list[Reject]]:
     return Parser().parse_line(line)
 
 
-LP_FIRST = _LP_FIRST = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_#")
+_LP_FIRST = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_#")
 _BLANK = b" \t\r\n"
 
 
@@ -273,29 +273,6 @@ def _parse_lineproto(raw: bytes, line: bytes | str, heads: dict,
         else:
             rejects.append(Reject(result[0], detail(result[1]), _text(line) if len(lines) == 1 else _dump(doc)))
     return metrics, rejects
-
-
-def skim(line: bytes) -> float | None:
-    """The event time of a line `Parser.parse_line` reads as one record of line protocol
-    with nothing to reject (`lineproto.skim_bytes`), its fields left unread; None for any
-    other line (and some such lines). Its head is `line_head`'s."""
-    if len(line) > MAX_LINE_BYTES or not line or line[0] not in _LP_FIRST or line[0] == 35 \
-            or not line.isascii():
-        return None
-    end = len(line) - (line[-1] == 10)  # (a file's line keeps its end: parse_line strips it)
-    end -= end > 0 and line[end - 1] == 13
-    if line.find(b"\n", 0, end) >= 0:
-        return None
-    got = lineproto.skim_bytes(line, end)  # (it ends in a digit: nothing more for strip to take)
-    if got is None:
-        return None
-    ts = _event_time(got[1])
-    return ts if ts.__class__ is float else None
-
-
-def line_head(head: bytes) -> tuple[str, dict[str, str], str] | None:
-    """(name, tags, series key) of a line-protocol head the common path accepts, else None."""
-    return _common_head(head, {})
 
 
 def _common_head(head: bytes | str, heads: dict) -> tuple[str, dict[str, str], str] | None:

@@ -124,6 +124,9 @@ class Reorderer:
     late: int = 0  # records taken behind the release watermark, within their series' bound
     late_halves: int = 0  # halves arriving after their sample was released (released alone)
     stats: object = None  # when given (a pipeline Stats), counts go into it too
+    # When a list: (host, series) of each series whose interval was estimated anew (a
+    # replay's reading stage hands the estimates to the shards that detect: engine/shards.py).
+    estimated: list | None = None
     # device -> [count, seconds ahead of the fleet at most]
     clock_suspects: dict = field(default_factory=dict)
     _held: list = field(default_factory=list)  # sorted by time, stable
@@ -227,6 +230,8 @@ class Reorderer:
             s[0] = m.ts
             if len(s) > 2 + GAPS - 1 or not s[1]:
                 self._estimate(s)
+                if self.estimated is not None:
+                    self.estimated.append((host, m.series))
 
     def _quarantine(self, m: Metric, rejects: list[Reject]) -> None:
         host = m.tags.get("host", "")
@@ -305,6 +310,8 @@ class Reorderer:
                 s[0] = ts
                 if len(s) > 2 + GAPS - 1 or not s[1]:
                     self._estimate(s)
+                    if self.estimated is not None:
+                        self.estimated.append((host, m.series))
         self._scanned = len(new)
 
     def _estimate(self, s: list) -> None:

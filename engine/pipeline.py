@@ -26,7 +26,6 @@ from engine.mapping import MappingSet, default_mappings
 from engine.normalize import Parser
 from engine.order import Reorderer
 from engine.ports import AnomalyScorer, MaintenanceSource
-from engine.skim import Shard, Skimmer
 from engine.topology import Topology
 from engine.types import Metric, Reject
 from rules.schema import RuleSet
@@ -173,24 +172,20 @@ def job_event(m: Metric, *, tick: float, source: str) -> StageEvent | Reject:
 class DetectStage:
     """Stage 1. Feed lines; take events and rejects.
 
-    With a `shard`, the stage reads every line as a whole stage would (ordering, ticks: its
-    watermark and its ticks are the whole input's; the common lines of line protocol of
-    other shards' devices skimmed, engine/skim.py) but detects only on its shard's devices;
-    the counts of what it read (records, rejects, duplicates, mapped records) are then the
-    whole input's, those of what it detected on (symptoms, ignored measurements and
-    fields, counter resets) its shard's. (A shard's stage is not checkpointed: a skimmed
-    record's fields are not checkpoint data.)"""
+    A replay on several cores (engine/shards.py) splits it: one stage reads (`release_to`:
+    parse, map, order, jobs), and hands what it releases to the stages that detect, one
+    per shard of the devices (`take_released`)."""
 
     def __init__(self, *, rules: RuleSet, roles: dict[str, str], config: EngineConfig = EngineConfig(),
                  source: str = "", stats: Stats | None = None, scorer: AnomalyScorer | None = None,
-                 mappings: MappingSet | None = None, shard: Shard | None = None,
-                 interfaces: frozenset[str] | None = None):
+                 mappings: MappingSet | None = None, interfaces: frozenset[str] | None = None):
         # `interfaces`: the topology's cabled interfaces ("device:interface"), to count
         # records of others as unused (None: not checked); `roles` names its devices.
         self.config = config
         self._roles = roles
         self._interfaces = interfaces
-        self._mine = shard.owner() if shard is not None else None
+        self._release: Callable[[list, list[bool]], None] | None = None  # a reading stage's (`release_to`)
+        self._intervals: dict[str, float] | None = None  # a detecting stage's (`take_released`)
         self.mappings = default_mappings() if mappings is None else mappings
         self.source = source
         self.stats = stats or Stats()
@@ -199,10 +194,6 @@ class DetectStage:
         self.detector = Detector(rules, roles, scorer=scorer, interval_of=self.reorder.interval)
         self._parse = Parser().parse_line  # the stage owns its parser's memo of checked tags
         self._known_fields = {m.name: m.counters | m.gauges for m in MEASUREMENTS.values()}
-        if shard is not None and shard.count > 1:  # (a whole stage reads every line whole)
-            self.skimmer = Skimmer(self._parse, mine=self._mine, mappings=self.mappings, known=self._known_fields,
-                                   stats=self.stats)
-            self._parse = self.skimmer.parse
         self._unknown_fields: dict[str, tuple[int, int, str]] = {}  # series -> _series_check
         self._next_tick: float | None = None
         self._told: dict[str, float] = {}  # active symptom key -> the last sign it was sent with
@@ -234,23 +225,41 @@ class DetectStage:
             self._process(released)  # may end a tick, or add a job event or a bad_job reject
         return bool(self._events or self.rejected)
 
-    def _process(self, metrics: list[Metric]) -> None:
+    def release_to(self, release: Callable[[list, list[bool]], None]) -> None:
+        """Make this a reading stage: what the order releases goes to `release` (in time
+        order, jobs' placements and the time of each record that reaches a new tick among
+        them), not to detection; this stage keeps the tick a job takes effect at."""
+        self._release = release
+
+    def take_released(self, items: list, intervals: dict[str, float]) -> None:
+        """Detect on what a reading stage released (engine/shards.py): its records of this
+        stage's devices, and as a float the time of another's that reached a new tick
+        (the ticks run as if this stage had read it), with the sample intervals the reading
+        stage estimated anew since its last batch (`Reorderer.estimated`)."""
+        if self._intervals is None:
+            self._intervals = {}
+            self.detector.interval_of = self._intervals.get
+        self._intervals.update(intervals)
+        if items:
+            self._process(items)
+
+    def _process(self, metrics: list) -> None:
+        if self._release is not None:
+            return self._hand_over(metrics)
         known, stats, unknown = self._known_fields, self.stats, self._unknown_fields
         detector = self.detector
-        process, mine = detector.process, self._mine
+        process = detector.process
         tick = self.config.tick_s
         next_tick = self._next_tick
         ignored = 0
         for m in metrics:
-            ts = m.ts
+            ts = m if m.__class__ is float else m.ts  # (a float: another shard's record, its time alone)
             if next_tick is None:
                 next_tick = self._next_tick = (ts // tick + 1) * tick
             elif ts > next_tick:
                 self._ticks_to(ts)
                 next_tick = self._next_tick
-            if mine is not None and not mine(m):
-                if ts > detector.clock:  # (another shard's device: its time is the input's time)
-                    detector.clock = ts
+            if ts is m:  # (the time alone: the clock is the reading stage's, `finish`)
                 continue
             fields = known.get(m.name)
             if fields is None:
@@ -271,6 +280,35 @@ class DetectStage:
             ignored += seen[1]
             process(m)
         stats.ignored_fields += ignored
+
+    def _hand_over(self, metrics: list[Metric]) -> None:
+        """A reading stage's `_process`: the ticks kept as `_process` and `_ticks_to` keep
+        them, without ticking; a job's placement applied here; each other record handed
+        over with whether it reached a new tick (every detecting stage must tick at it)."""
+        step, known, detector = self.config.tick_s, self._known_fields, self.detector
+        next_tick = self._next_tick
+        out, reach = [], []
+        for m in metrics:
+            ts = m.ts
+            if next_tick is None:
+                new, next_tick = True, (ts // step + 1) * step
+            elif ts > next_tick:
+                new, next_tick = True, (math.ceil(ts / step) - 1) * step + step  # (where _ticks_to leaves it)
+            else:
+                new = False
+            self._next_tick = next_tick
+            if m.name in known:
+                if ts > detector.clock:  # (the newest time detected on: the detecting stages' last tick)
+                    detector.clock = ts
+            elif m.name == JOB_MEASUREMENT:
+                self._job(m)
+                if new:
+                    out.append(ts)
+                    reach.append(True)
+                continue
+            out.append(m)
+            reach.append(new)
+        self._release(out, reach)
 
     def _series_check(self, m: Metric, n: int, fields: frozenset) -> tuple[int, int, str]:
         """(fields, unknown fields, the unused reason of its place or "") of a series."""
@@ -390,8 +428,9 @@ class DetectStage:
                 snap = s.snapshot()
                 self._events.append(StageEvent(SYMPTOM, now, self.source, symptom=snap))
 
-    def finish(self) -> None:
-        """End of input: release held records and run the timers past the last event time."""
+    def finish(self, clock: float = float("-inf")) -> None:
+        """End of input: release held records and run the timers past the last event time
+        (a detecting stage's: the newest the reading stage detected on, `clock`, if later)."""
         rejects: list[Reject] = []
         released = self.reorder.flush(rejects)
         for r in rejects:
@@ -399,7 +438,9 @@ class DetectStage:
         self.rejected.extend(rejects)
         if released:
             self._process(released)
-        last = self.detector.clock
+        if self._release is not None:
+            return  # (the detecting stages run the timers)
+        last = max(self.detector.clock, clock)
         if last != float("-inf"):
             self._tick(last // self.config.tick_s * self.config.tick_s + self.config.tick_s)
 

@@ -161,43 +161,6 @@ _fields_text = st.lists(st.tuples(st.sampled_from(["a", "b", "a b", 'k"', "", "Ã
 _fieldset = st.one_of(st.text(st.sampled_from('ab=, "1i.uet-E0f+:'), min_size=1, max_size=30), _fields_text)
 
 
-@settings(max_examples=800, deadline=None)
-@given(_fieldset, st.sampled_from(["", " 1700000000", " 17x", "  1"]))
-def test_the_common_forms_read_as_parse_or_leave_the_line_to_it(fieldset, ts):
-    """lineproto.common_bytes (the regex and JSON) and lineproto.common (str methods)
-    either give what parse gives, value kinds included, or None; never another reading."""
-    line = f"m,host=h {fieldset}{ts}".strip()
-    expected = _outcome(parse, line)
-    for got in (lineproto.common_bytes(line.encode()), lineproto.common(line)):
-        if got is None:
-            continue
-        head, fields, stamp = got
-        assert isinstance(expected, dict), (line, got, expected)
-        assert lineproto.head(head.decode() if isinstance(head, bytes) else head) == (expected["name"],
-                                                                                   expected["tags"])
-        assert _typed(fields) == _typed(expected["fields"]) and stamp == expected["timestamp"]
-
-
-@settings(max_examples=800, deadline=None)
-@given(_fieldset, st.sampled_from(["", " 1700000000", " 17x", "  1"]), st.sampled_from(["", "\n", "\r\n"]))
-def test_a_skimmed_line_is_one_that_common_bytes_and_the_reader_read(fieldset, ts, end):
-    """lineproto.skim_bytes gives a head and time only where common_bytes reads the line,
-    with its head and time; normalize.skim only where the reader gives one record and no
-    reject, at that time (a shard reads such lines of others' devices so: engine/shards.py)."""
-    from engine import normalize
-    line = f"m,host=h {fieldset}{ts}".strip().encode()
-    got = lineproto.skim_bytes(line + end.encode(), len(line))
-    if got is not None:
-        full = lineproto.common_bytes(line)
-        assert full is not None and (full[0], full[2]) == got, (line, full, got)
-    ts_of = normalize.skim(line + end.encode())
-    if ts_of is not None:
-        metrics, rejects = normalize.Parser().parse_line(line + end.encode())
-        assert not rejects and len(metrics) == 1 and metrics[0].ts == ts_of, (line, metrics, rejects)
-    if line.isascii():  # (normalize.skim leaves any other line to the reader)
-        assert (ts_of is None) == (got is None), (line, end)  # (a time of 2000..2100: the rest is the fields')
-
-
 @settings(max_examples=300, deadline=None)
 @given(name=_name.filter(lambda s: s[0].isascii() and (s[0].isalnum() or s[0] == "_")),  # (as the hook takes)
        tags=st.dictionaries(_name, _name, max_size=3), fields=st.dictionaries(_name, _value, min_size=1, max_size=5),

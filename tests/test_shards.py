@@ -1,13 +1,15 @@
 """Replay on several processes (engine/shards.py) gives what one process gives.
 
-Each shard reads every line and detects on its own devices; the parent correlates. The
-reference is the one-process replay of the same files: the same incidents (every field,
-ids included), the same counts, the same rejects file, and a broken file or a failing
-child said as clearly as one process says it.
+The parent reads every line once and hands each shard its own devices' records and the
+times that reach a new tick; each shard detects; the parent correlates. The reference is
+the one-process replay of the same files: the same incidents (every field, ids
+included), the same counts, the same rejects file, and a broken file or a failing child
+said as clearly as one process says it.
 """
 from __future__ import annotations
 
 import gzip
+import math
 import json
 import os
 from pathlib import Path
@@ -16,7 +18,7 @@ import pytest
 
 from compose import EngineSettings, build_engine, new_correlate_stage, new_detect_stage, replay_with
 from contract.measurements import JOB_MEASUREMENT
-from engine.skim import Shard
+from engine.shards import Shard
 from engine.replay import ReplayError
 from engine.shards import merge_stats, replay_sharded
 from engine.topology import load_topology
@@ -61,6 +63,14 @@ def test_sharded_replay_of_a_pause_storm_is_the_one_process_replay(scenario_dir)
     _same(scenario_dir("pfc_storm"), 2)
 
 
+@pytest.mark.parametrize("name", ["pfc_storm-0", "noisy_neighbor-1"])
+def test_sharded_replay_at_30_s_polling_is_the_one_process_replay(tmp_path, name):
+    """At 30 s polling most ticks see no record of a shard's devices, and the sample
+    intervals the detectors read (silences, windows) are the reading stage's estimates."""
+    build(_tune(name), out=tmp_path, split="tune", intervals=(30,))
+    _same(tmp_path, 2)
+
+
 def _as_line_protocol(folder: Path, tmp_path: Path, *, ethtool: bool) -> Path:
     """The run's telemetry as Telegraf writes it in line protocol (its late, duplicate and
     other-half records kept), nic_port records as inputs.ethtool's when `ethtool`."""
@@ -77,14 +87,11 @@ def _as_line_protocol(folder: Path, tmp_path: Path, *, ethtool: bool) -> Path:
 
 
 @pytest.mark.parametrize("ethtool", [False, True])
-def test_skimming_shards_replay_line_protocol_as_one_process(tune_runs, tmp_path, ethtool):
-    """Shards other than 0 skim the common lines of other shards' devices (fields checked,
-    not read; mapped ones not mapped): the same incidents, counts and rejects file."""
-    from engine.normalize import skim
+def test_sharded_replay_of_line_protocol_is_the_one_process_replay(tune_runs, tmp_path, ethtool):
+    """Line protocol as Telegraf writes it (nic_port as inputs.ethtool's, mapped by the
+    reading stage when `ethtool`): the same incidents, counts and rejects file."""
     folder = tune_runs["noisy_neighbor-0"]
     path = _as_line_protocol(folder, tmp_path, ethtool=ethtool)
-    lines = path.read_bytes().splitlines(keepends=True)
-    assert sum(skim(b) is not None for b in lines) > 0.9 * len(lines)  # (what is compared is skimmed)
     parts = _parts(folder)
     one, one_stats = _run(parts, [path], 1, tmp_path / "one.jsonl")
     assert one
@@ -97,37 +104,55 @@ def test_skimming_shards_replay_line_protocol_as_one_process(tune_runs, tmp_path
         assert (tmp_path / f"many{shards}.jsonl").read_text() == (tmp_path / "one.jsonl").read_text()
 
 
-def test_a_skimming_shard_orders_other_shards_records_and_reads_their_fields_only_when_asked(tune_runs, tmp_path):
-    from engine.features import MEASUREMENTS
-    from engine.skim import SkimmedFields
+def test_each_shard_is_handed_its_own_records_and_the_times_that_reach_a_new_tick(tune_runs):
+    """What the reading stage releases, through `Router`: every record to the shard of its
+    device alone (a job's placement to none: the reading stage applies it), and to every
+    other shard its time when it reaches a new tick (a whole second after the last that
+    did); each series' name and tags once per shard; the sample intervals the order
+    estimated anew, ahead of the records that follow."""
+    import msgspec
+    from engine.shard_streams import Router
+
     folder = tune_runs["noisy_neighbor-0"]
-    path = _as_line_protocol(folder, tmp_path, ethtool=True)
     parts = _parts(folder)
+    sent: list[list] = [[], []]
+
+    class Kids:
+        count = 2
+
+        def send(self, k, data):
+            sent[k].extend(msgspec.msgpack.decode(data)[0])
+
+    reader = new_detect_stage(parts, "shard0")
     assigned = Shard.balance(parts.roles, 2)
-    stages = [new_detect_stage(parts, f"s{k}", Shard(k, 2, assigned)) for k in (0, 1)]
-    whole = new_detect_stage(parts, "whole")  # (no shard: every line read whole)
-    skimmed = read = 0
-    for line in path.read_bytes().splitlines(keepends=True)[:5000]:
-        reference = whole._map(whole._parse(line)[0])
-        assert all(m.fields.__class__ is not SkimmedFields for m in reference)
-        for k, stage in enumerate(stages):
-            got = stage._parse(line)[0]
-            assert [(m.name, m.tags, m.series, m.ts) for m in stage._map(got)] == \
-                [(m.name, m.tags, m.series, m.ts) for m in reference]
-            for m in got:
-                lazy = m.fields.__class__ is SkimmedFields
-                assert not (lazy and assigned.get(m.tags["host"]) == k), m  # (its own lines: read whole)
-                assert m.name in MEASUREMENTS or not lazy  # (an ethtool line skimmed: its nic_port)
-                skimmed += lazy
-                read += not lazy
-                if lazy and skimmed % 7 == 0:  # (asked for: exactly the fields of a whole read, mapped)
-                    assert not m.fields.read
-                    assert dict(m.fields) == reference[0].fields and m.fields.read
-    assert skimmed and read
-    heads = len(stages[1].skimmer._heads)
-    for line in gzip.open(folder / "telemetry.jsonl.gz", "rb").readlines()[:2000]:  # JSON: read whole, nothing kept
-        assert all(m.fields.__class__ is not SkimmedFields for m in stages[1]._parse(line)[0])
-    assert len(stages[1].skimmer._heads) == heads
+    router = Router(reader, Kids(), assigned)
+    released: list = []
+
+    def release(records, reach):
+        released.extend(zip(records, reach))
+        router.release(records, reach)
+    reader.release_to(release)
+    for line in gzip.open(folder / "telemetry.jsonl.gz", "rb"):
+        reader.feed(line)
+    reader.finish()
+    router.send(end=True)
+    assert len(released) > 1000
+    owners = [Shard(k, 2, assigned).owner() for k in (0, 1)]
+    for k in (0, 1):
+        records = [it for it in sent[k] if it.__class__ is list]
+        times = [it for it in sent[k] if it.__class__ is float]
+        mine = [m for m, _ in released if m.__class__ is not float and owners[k](m)]
+        assert [(r[0], r[1], r[2]) for r in records] == [(m.series, m.ts, m.fields) for m in mine]
+        first = {}
+        for r in records:
+            first.setdefault(r[0], len(r))
+        assert set(first.values()) == {5} and sum(len(r) == 5 for r in records) == len(first)
+        others = [m.ts for m, new in released if new and (m.__class__ is float or not owners[k](m))]
+        assert times == others and len(times) < len(released) / 10
+        assert any(it.__class__ is dict for it in sent[k])
+    ticks = [m if m.__class__ is float else m.ts for m, new in released if new]
+    assert all(b > a for a, b in zip(ticks, ticks[1:]))
+    assert all(math.ceil(b) > math.ceil(a) for a, b in zip(ticks, ticks[1:]))
 
 
 def _with_halves_and_resends(folder: Path, tmp_path: Path) -> Path:
@@ -179,11 +204,9 @@ def _with_halves_and_resends(folder: Path, tmp_path: Path) -> Path:
 
 
 def test_halves_conflicts_and_late_resends_of_every_device_count_as_in_one_process(tune_runs, tmp_path):
-    """Each shard skims the lines of the others' devices; the order compares a skimmed
-    record's fields only for a second record of its series and time (the other half, a
-    conflicting copy, a copy too late), and then reads them. Every device has each kind,
-    so every shard meets them on lines it skimmed: the counts and the rejects file are
-    one process's."""
+    """The reading stage merges halves, counts copies and refuses resends too late before
+    it hands anything over: every device has each kind, and the counts and the rejects
+    file are one process's."""
     folder = tune_runs["noisy_neighbor-0"]
     path = _with_halves_and_resends(folder, tmp_path)
     parts = _parts(folder)
@@ -263,10 +286,10 @@ def test_a_failing_shard_ends_the_replay_with_its_traceback(scenario_dir):
     folder = scenario_dir("pfc_storm")
     parts, correlate = _parts_and_stage(folder)
 
-    def make(source, shard):
-        if shard.index == 1:
+    def make(source):
+        if source == "shard1":
             raise RuntimeError("no stage for you")
-        return new_detect_stage(parts, source, shard)
+        return new_detect_stage(parts, source)
 
     with pytest.raises(ReplayError, match="(?s)replay shard 1 of 2 failed.*RuntimeError: no stage for you"):
         replay_sharded(make, correlate, [folder / "telemetry.jsonl.gz"], shards=2, sink=lambda ch: None)
@@ -276,12 +299,13 @@ def test_a_shard_that_dies_ends_the_replay_with_its_exit_code(scenario_dir):
     folder = scenario_dir("pfc_storm")
     parts, correlate = _parts_and_stage(folder)
 
-    def make(source, shard):
-        if shard.index == 0:
+    def make(source):
+        if source == "shard1" and os.getpid() != parent:
             os._exit(9)
-        return new_detect_stage(parts, source, shard)
+        return new_detect_stage(parts, source)
 
-    with pytest.raises(ReplayError, match="replay shard 0 of 2 ended without finishing \\(exit code 9\\)"):
+    parent = os.getpid()
+    with pytest.raises(ReplayError, match="replay shard 1 of 2 ended without finishing \\(exit code 9\\)"):
         replay_sharded(make, correlate, [folder / "telemetry.jsonl.gz"], shards=2, sink=lambda ch: None)
 
 
@@ -289,7 +313,7 @@ def test_the_correlate_stage_must_wait_for_every_shard(scenario_dir):
     folder = scenario_dir("pfc_storm")
     parts = _parts(folder)
     with pytest.raises(ValueError, match="must wait for"):
-        replay_sharded(lambda s, sh: new_detect_stage(parts, s, sh), new_correlate_stage(parts, ["shard0"]),
+        replay_sharded(lambda s: new_detect_stage(parts, s), new_correlate_stage(parts, ["shard0"]),
                        [folder / "telemetry.jsonl.gz"], shards=2, sink=lambda ch: None)
 
 
@@ -319,12 +343,15 @@ def test_merged_counts_take_what_was_read_once_and_sum_what_was_detected():
     class _C:
         class correlator:
             opened, resolved, reopened = 4, 3, 1
-    a = Stats(records=100, lines=90, symptoms=2, ignored_fields=1)
+    read = Stats(records=100, lines=90, duplicates=3)
+    read.rejects["bad_json"] = 1
+    a = Stats(symptoms=2, ignored_fields=1, watermark=50.0)
     a.ignored_measurements["x"] = 1
-    b = Stats(records=100, lines=90, symptoms=5, ignored_fields=2)
+    b = Stats(symptoms=5, ignored_fields=2, watermark=50.0)
     b.ignored_measurements["y"] = 2
-    out = merge_stats([a, b], _C())
-    assert (out.records, out.lines, out.symptoms, out.ignored_fields) == (100, 90, 7, 3)
+    out = merge_stats(read, [a, b], _C())
+    assert (out.records, out.lines, out.duplicates, out.rejects) == (100, 90, 3, {"bad_json": 1})
+    assert (out.symptoms, out.ignored_fields, out.watermark) == (7, 3, 50.0)
     assert out.ignored_measurements == {"x": 1, "y": 2}
     assert (out.incidents_opened, out.incidents_resolved, out.incidents_reopened) == (4, 3, 1)
 
