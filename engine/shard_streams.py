@@ -46,9 +46,11 @@ def _index(host: str | None, count: int, assigned: dict[str, int]) -> int:
 class Shard:
     """Shard `index` of `count` of a fabric's devices: which devices' records a stage
     detects on. A device is in one shard (`assigned`, else crc32 of its name); records
-    without a host, and job records, are in shard 0. A rule's entity always holds the
-    record's `{host}` (rules/loader.py), so every symptom comes from one device's records
-    and no two shards raise the same one."""
+    without a host are in shard 0 (job placements are the reading stage's: `owner` says
+    shard 0, and `Router` never sends them). A rule's entity always holds the record's
+    `{host}` (rules/loader.py), so every symptom comes from one device's records and no
+    two shards raise the same one. (The router's memo of devices and each shard's set of
+    series grow with the input's devices and series, as the order's own tables do.)"""
 
     index: int
     count: int
