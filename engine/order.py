@@ -229,9 +229,7 @@ class Reorderer:
             s.append(m.ts - s[0])
             s[0] = m.ts
             if len(s) > 2 + GAPS - 1 or not s[1]:
-                self._estimate(s)
-                if self.estimated is not None:
-                    self.estimated.append((host, m.series))
+                self._estimate(s, host, m.series)
 
     def _quarantine(self, m: Metric, rejects: list[Reject]) -> None:
         host = m.tags.get("host", "")
@@ -309,17 +307,19 @@ class Reorderer:
                 s.append(ts - s[0])
                 s[0] = ts
                 if len(s) > 2 + GAPS - 1 or not s[1]:
-                    self._estimate(s)
-                    if self.estimated is not None:
-                        self.estimated.append((host, m.series))
+                    self._estimate(s, host, m.series)
         self._scanned = len(new)
 
-    def _estimate(self, s: list) -> None:
+    def _estimate(self, s: list, host: str, series: str) -> None:
+        """`series`' interval anew from its gaps (`s`, its entry in `_series`); noted in
+        `estimated` when that is a list."""
         gaps = sorted(s[2:])
         s[1] = min(max(gaps[len(gaps) // 2], 1.0), 60.0)
         del s[2:]
         if s[1] > self._max_interval:
             self._max_interval = s[1]
+        if self.estimated is not None:
+            self.estimated.append((host, series))
 
     def _fleet_time(self) -> float:
         """The lower median of the voting devices' newest times: the established devices'

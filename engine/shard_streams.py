@@ -108,7 +108,7 @@ class Router:
         self.encode = msgspec.msgpack.Encoder().encode
 
     def release(self, records: list, reach: list[bool]) -> None:
-        items, known, owners, assigned, count = self.items, self.known, self.owners, self.assigned, self.count
+        items, known, owners, count = self.items, self.known, self.owners, self.count
         if self.estimated:
             self._intervals()
         for m, new in zip(records, reach):
@@ -117,9 +117,9 @@ class Router:
                     out.append(m)
                 continue
             host = m.tags.get("host")
-            k = owners.get(host)
+            k = owners.get(host)  # (the memo inline: the common case costs one lookup)
             if k is None:
-                k = owners[host] = _index(host, count, assigned)
+                k = self._owner(host)
             series = m.series
             if series in known[k]:
                 items[k].append((series, m.ts, m.fields))
@@ -134,15 +134,22 @@ class Router:
         if self.pending >= SEND_EVERY:
             self.send()
 
+    def _owner(self, host: str | None) -> int:
+        """The shard of a device (`Shard`), memoised."""
+        k = self.owners.get(host)
+        if k is None:
+            k = self.owners[host] = _index(host, self.count, self.assigned)
+        return k
+
     def _intervals(self) -> None:
         """The intervals estimated anew since the last release, to their series' shards,
         ahead of the records detected with them."""
-        interval, assigned, count = self.reader.reorder.interval, self.assigned, self.count
-        updates: list[dict] = [{} for _ in range(count)]
+        interval = self.reader.reorder.interval
+        updates: list[dict] = [{} for _ in range(self.count)]
         for host, series in self.estimated:
             iv = interval(series)
             if iv is not None:
-                updates[_index(host or None, count, assigned)][series] = iv
+                updates[self._owner(host or None)][series] = iv
         self.estimated.clear()
         for k, up in enumerate(updates):
             if up:
