@@ -93,6 +93,7 @@ _MS_FIRST, _MS_LAST = _S_FIRST * 10**3, _S_LAST * 10**3
 _US_FIRST, _US_LAST = _S_FIRST * 10**6, _S_LAST * 10**6
 _NS_FIRST, _NS_LAST = _S_FIRST * 10**9, _S_LAST * 10**9
 _SERIES_MEMO = 200_000  # series a Parser remembers at most (then forgets all at once)
+_KEYS_MEMO = 100_000  # field keys a Parser remembers checked at most (likewise)
 _SCALARS = frozenset((int, float, str, bool))
 _STRINGS = frozenset((str,))
 
@@ -118,7 +119,9 @@ _TagText = Annotated[str, msgspec.Meta(max_length=MAX_TAG_CHARS)]
 class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     name: _Name
     tags: msgspec.Raw  # its JSON text: checked and decoded once per distinct text (`_typed`)
-    fields: Annotated[dict[_Key, _Int64 | float | _FieldText | bool], msgspec.Meta(max_length=MAX_FIELDS)]
+    # (its keys are measured in `_typed`: a key with a constraint is decoded anew each
+    # time, one unconstrained is taken from msgspec's cache of short keys, shared by records)
+    fields: Annotated[dict[str, _Int64 | float | _FieldText | bool], msgspec.Meta(max_length=MAX_FIELDS)]
     timestamp: _Int64 | float
 
 
@@ -137,10 +140,12 @@ class Parser:
     owns one (a detect stage, the publisher, training); the memo forgets everything at
     `_SERIES_MEMO` series, so hostile tags cannot grow it without bound."""
 
-    __slots__ = ("_tags", "_heads", "_read_fields")
+    __slots__ = ("_tags", "_keys", "_key_count", "_heads", "_read_fields")
 
     def __init__(self) -> None:
         self._tags: dict[tuple[str, bytes], tuple[dict[str, str], str]] = {}
+        self._keys: dict[str, set[str]] = {}  # measurement -> field keys seen within MAX_KEY_CHARS
+        self._key_count = 0
         self._heads: dict[str, tuple[str, dict[str, str], str]] = {}  # line protocol's: head text -> name, tags, key
         self._read_fields = lineproto.Layouts().read  # line protocol's common lines, by their heads' field layouts
 
@@ -181,11 +186,29 @@ class Parser:
                     return None
             if not fields or name == JOB_PLACEMENT:  # (a job is checked by the general path)
                 return None
+            short = self._keys.get(name)
+            if short is None or not short.issuperset(fields):  # (a set's lookups: faster than len of each)
+                if max(map(len, fields)) > MAX_KEY_CHARS:
+                    return None
+                self._short(name, fields)
             ts = _event_time(rec.timestamp)
             if ts.__class__ is not float:
                 return None
             append(Metric(name, seen[0], fields, ts, seen[1]))
         return out
+
+    def _short(self, name: str, fields: dict) -> None:
+        """Remember a measurement's field keys, checked short; forgets all at `_KEYS_MEMO`
+        keys, so hostile keys cannot grow it without bound."""
+        keys = self._keys.get(name)
+        if keys is None:
+            keys = self._keys[name] = set()
+        before = len(keys)
+        keys.update(fields)
+        self._key_count += len(keys) - before
+        if self._key_count >= _KEYS_MEMO:
+            self._keys.clear()
+            self._key_count = 0
 
     def _check_tags(self, key: tuple[str, bytes]) -> tuple[dict[str, str], str] | None:
         """(tags, series key) of a measurement's tags text not seen before, remembered; None

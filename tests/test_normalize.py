@@ -386,6 +386,25 @@ def test_records_of_a_series_share_one_tags_dict_and_bad_tags_are_not_remembered
     assert all(tags.get("host") for tags, _ in parser._tags.values())
 
 
+def test_records_share_their_field_keys_and_a_long_key_is_refused_after_short_ones(monkeypatch):
+    """The fast path's field keys come from msgspec's cache of short keys (one string per
+    key for every record), and are checked by length before a measurement remembers them:
+    a key over MAX_KEY_CHARS is refused after any number of good records of its kind, and
+    the memo forgets all at its bound."""
+    parser = normalize.Parser()
+    rec = '{"name":"switch_port","tags":{"host":"leaf01","interface":"swp%d"},"fields":%s,"timestamp":%d}'
+    (a,), _ = parser.parse_line(rec % (1, '{"if_in_octets":1,"if_out_octets":2}', T0))
+    (b,), _ = parser.parse_line(rec % (2, '{"if_in_octets":3,"if_out_octets":4}', T0))
+    assert [k for k in a.fields] == [k for k in b.fields] and all(x is y for x, y in zip(a.fields, b.fields))
+    long = '{"if_in_octets":5,"%s":6}' % ("k" * 257)
+    for _ in range(2):
+        metrics, rejects = parser.parse_line(rec % (1, long, T0 + 1))
+        assert metrics == [] and [r.reason for r in rejects] == ["key_too_long"]
+    monkeypatch.setattr(normalize, "_KEYS_MEMO", 4)
+    parser.parse_line(rec % (3, '{"x1":1,"x2":2,"x3":3}', T0))
+    assert parser._key_count < 4 and sum(map(len, parser._keys.values())) == parser._key_count
+
+
 def test_integers_past_64_bits_read_as_orjson_reads_them_on_every_path():
     """orjson reads an integer beyond 64 bits as a double and refuses one beyond a double's
     range. A batch with a NaN member is read by the standard parser, which keeps every
