@@ -68,6 +68,18 @@ def _no_layouts():
     normalize.Parser.__init__ = generic
 
 
+def _no_key_cache():
+    from typing import Annotated
+
+    import msgspec
+
+    from engine import normalize as n
+    keyed = Annotated[dict[n._Key, n._Int64 | float | n._FieldText | bool], msgspec.Meta(max_length=n.MAX_FIELDS)]
+    record = msgspec.defstruct("Keyed", [("name", n._Name), ("tags", msgspec.Raw), ("fields", keyed),
+                                         ("timestamp", n._Int64 | float)], forbid_unknown_fields=True, gc=False)
+    n._decode_record = msgspec.json.Decoder(record).decode  # every field key decoded anew (as before 2026-12-07)
+
+
 def _no_level_shortcut():
     import engine.baseline as baseline
     baseline._may_pass = lambda *a: True  # every closed bucket's windows compared in full
@@ -82,6 +94,8 @@ def _no_shown_samples():
 TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
     "fast_parse": ("engine/normalize.py parse_line: typed msgspec decode", _no_fast_parse, False),
     "tags_memo": ("engine/normalize.py Parser._tags: tags decoded once per series", _no_tags_memo, False),
+    "key_cache": ("engine/normalize.py _Record.fields: unconstrained keys, from msgspec's cache of short keys",
+                  _no_key_cache, False),
     "compiled_plans": ("engine/features_compile.py compile_plan (vs features_reference)", _no_compiled_plans, False),
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
     "level_shortcut": ("engine/baseline.py _may_hold: windows no bound can pass are not compared",

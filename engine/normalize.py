@@ -138,7 +138,9 @@ class Parser:
     tags dict (read-only from here on): its text is hashed, not rebuilt and hashed as a
     dict of fresh strings, about a tenth of a worker's parse time. Whoever parses a stream
     owns one (a detect stage, the publisher, training); the memo forgets everything at
-    `_SERIES_MEMO` series, so hostile tags cannot grow it without bound."""
+    `_SERIES_MEMO` series, so hostile tags cannot grow it without bound. A second memo
+    keeps each measurement's field keys found within MAX_KEY_CHARS (`_short`, up to
+    `_KEYS_MEMO` keys), so a record's keys are measured only when one is new."""
 
     __slots__ = ("_tags", "_keys", "_key_count", "_heads", "_read_fields")
 
