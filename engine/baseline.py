@@ -185,8 +185,8 @@ def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: fl
                                     level.needs_baseline)
         if found is None:
             return False
-        for top, bottom in found:
-            if _may_pass(level, top, bottom):
+        for top, bottom, lo, split in found:
+            if _may_pass(level, top, bottom) and _quantiles_may_pass(level, st.values, lo, split):
                 return False
     else:
         hi, lo = (v if v > st.hi else st.hi), (v if v < st.lo else st.lo)
@@ -197,6 +197,17 @@ def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: fl
     if edge > st.floor:
         st.floor = edge
     return True
+
+
+def _quantiles_may_pass(level: Level, values: list, lo: int, split: int) -> bool:
+    """`_may_pass` of the quantiles themselves of a comparison's windows (values[split:]
+    the recent one, values[lo:split] its baseline), where their order statistics' bounds
+    may pass: a sort of each window instead of a judgement. A noisy series at 30 s
+    polling compares its rule's own windows, 6 buckets against 10, whose bounds loosen by
+    a rank with every bucket; `Level.holds` passes no quantiles `_may_pass` refuses."""
+    q = level.quantile
+    floor = quantile(sorted(values[lo:split]), q) if level.needs_baseline else 0.0
+    return _may_pass(level, quantile(sorted(values[split:]), q), floor)
 
 
 def _windows_at(st: LevelState, level: Level, interval: float) -> tuple:

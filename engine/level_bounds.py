@@ -37,8 +37,8 @@ INF = float("inf")
 
 def bounds(windows: tuple, times: list, now: float, interval: float, floor: float, min_samples: int,
            q: float, baseline: bool) -> list | None:
-    """(highest recent quantile, lowest baseline quantile) of each comparison a judgement
-    at `now` would make (`windows`: its (recent_s, baseline_s, ranks), `ranks` = (n_j, lo_j,
+    """(highest recent quantile, lowest baseline quantile, and the windows' first indices:
+    the baseline's, the recent one's) of each comparison a judgement at `now` would make (`windows`: its (recent_s, baseline_s, ranks), `ranks` = (n_j, lo_j,
     split_j, recent sorted, baseline sorted) of the last judgement's comparison of those
     windows, or of wider ones; `floor`: where the judgement would drop old buckets up to);
     None when a window reaches past what was sorted (the interval grew, a missed sample
@@ -66,5 +66,5 @@ def bounds(windows: tuple, times: list, now: float, interval: float, floor: floa
         if baseline:  # (split - split_j: buckets moved from the judged recent window, or new)
             i = int(q * (split - lo - 1)) - (split - split_j)
             bottom = past[i] if i >= 0 else -INF
-        out.append((top, bottom))
+        out.append((top, bottom, lo, split))
     return out
