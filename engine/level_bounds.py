@@ -38,8 +38,9 @@ INF = float("inf")
 def bounds(windows: tuple, times: list, now: float, interval: float, floor: float, min_samples: int,
            q: float, baseline: bool) -> list | None:
     """(highest recent quantile, lowest baseline quantile, and the windows' first indices:
-    the baseline's, the recent one's) of each comparison a judgement at `now` would make (`windows`: its (recent_s, baseline_s, ranks), `ranks` = (n_j, lo_j,
-    split_j, recent sorted, baseline sorted) of the last judgement's comparison of those
+    the baseline's, the recent one's) of each comparison a judgement at `now` would make
+    (`windows`: its (recent_s, baseline_s, ranks), `ranks` = (n_j, lo_j, split_j, recent
+    sorted, baseline sorted) of the last judgement's comparison of those
     windows, or of wider ones; `floor`: where the judgement would drop old buckets up to);
     None when a window reaches past what was sorted (the interval grew, a missed sample
     stretched a window back), and the series must be judged. A comparison

@@ -176,7 +176,7 @@ class Parser:
         parse_metric (the general path then parses the line again and names each reject)."""
         out = []
         append = out.append
-        known = self._tags.get
+        known, checked = self._tags.get, self._keys.get
         for rec in records:
             name = rec.name
             fields = rec.fields
@@ -188,7 +188,7 @@ class Parser:
                     return None
             if not fields or name == JOB_PLACEMENT:  # (a job is checked by the general path)
                 return None
-            short = self._keys.get(name)
+            short = checked(name)
             if short is None or not short.issuperset(fields):  # (a set's lookups: faster than len of each)
                 if max(map(len, fields)) > MAX_KEY_CHARS:
                     return None
@@ -202,9 +202,7 @@ class Parser:
     def _short(self, name: str, fields: dict) -> None:
         """Remember a measurement's field keys, checked short; forgets all at `_KEYS_MEMO`
         keys, so hostile keys cannot grow it without bound."""
-        keys = self._keys.get(name)
-        if keys is None:
-            keys = self._keys[name] = set()
+        keys = self._keys.setdefault(name, set())
         before = len(keys)
         keys.update(fields)
         self._key_count += len(keys) - before
