@@ -80,6 +80,11 @@ def _no_key_cache():
     n._decode_record = msgspec.json.Decoder(record).decode  # every field key decoded anew (as before 2026-12-07)
 
 
+def _no_isal():
+    from engine import replay
+    replay._gzip_open = replay._std_gzip_open
+
+
 def _no_level_shortcut():
     import engine.baseline as baseline
     baseline._may_pass = lambda *a: True  # every closed bucket's windows compared in full
@@ -98,6 +103,7 @@ TRICKS = {  # name -> (where, switch-off, runs with the anomaly models)
                   _no_key_cache, False),
     "compiled_plans": ("engine/features_compile.py compile_plan (vs features_reference)", _no_compiled_plans, False),
     "gc": ("cli/runtime.py GC_THRESHOLDS", None, False),
+    "isal": ("engine/replay.py _gzip_open: ISA-L's gzip reader instead of the standard module's", _no_isal, False),
     "level_shortcut": ("engine/baseline.py _may_hold: windows no bound can pass are not compared",
                        _no_level_shortcut, False),
     "shown_samples": ("engine/incidents.py Incident._samples_shown: a symptom's samples shown once while it is held "

@@ -97,11 +97,14 @@ def _probe_lines(n: int) -> bytes:
 
 
 def _broken_files(folder: Path) -> dict[str, Path]:
-    packed = gzip.compress(_probe_lines(5000))
+    packed = gzip.compress(_probe_lines(40000))  # (about 4 MB of text: several of the replay's reads)
     bad_crc = bytearray(packed)
     bad_crc[-6] ^= 0xFF  # the trailer's CRC
+    # a good member, then one whose deflate data opens with a block of the reserved type
+    corrupt = gzip.compress(_probe_lines(20000)) + packed[:10] + b"\xff" * 64
     files = {"empty.gz": b"", "bad-crc.gz": bytes(bad_crc), "truncated.gz": packed[: len(packed) // 2],
-             "header-only.gz": packed[:10], "not-gzip.gz": b"PK\x03\x04 a zip, say\n"}
+             "header-only.gz": packed[:10], "not-gzip.gz": b"PK\x03\x04 a zip, say\n",
+             "corrupt.gz": corrupt}
     out = {}
     for name, data in files.items():
         out[name] = folder / name
@@ -112,19 +115,23 @@ def _broken_files(folder: Path) -> dict[str, Path]:
 def test_a_broken_file_yields_its_good_lines_then_says_how_far_it_got(tmp_path):
     files = _broken_files(tmp_path)
     assert list(numbered_lines(files["empty.gz"])) == []  # empty is empty, whatever its name
+    used = {}
     for name, want_error in [("bad-crc.gz", "CRC"), ("truncated.gz", "ended before"),
-                             ("header-only.gz", "ended before"), ("not-gzip.gz", "not gzip")]:
+                             ("header-only.gz", "ended before"), ("not-gzip.gz", "not gzip"),
+                             ("corrupt.gz", "invalid block type")]:
         got = []
         with pytest.raises(FileBroken) as err:
             for n, line in numbered_lines(files[name]):
                 got.append(n)
         f = err.value.failure
-        assert f.path == files[name] and want_error in f.error and f.lines == len(got)
+        assert f.path == files[name] and want_error in f.error and f.lines == len(got), (name, f)
         assert got == list(range(1, len(got) + 1))
-    # bad-crc: the lines decompressed before the trailer was checked were used
-    with pytest.raises(FileBroken) as err:
-        list(numbered_lines(files["bad-crc.gz"]))
-    assert err.value.failure.lines > 4000
+        used[name] = len(got)
+    # every line inflated before the break was used: ISA-L, which inflates the replay's
+    # gzip, loses the text of the read that meets a break, and the standard module reads
+    # past what it handed on (the break's words are the standard module's)
+    assert used["bad-crc.gz"] == 40000 and used["corrupt.gz"] == 20000
+    assert 19000 < used["truncated.gz"] < 20000
 
 
 def test_reject_line_numbers_count_blank_lines(tmp_path):
