@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ def read_jobs_file(path: str | Path, *, labels: PodLabels = PodLabels()) -> Jobs
         text = _read(p)
     except FileNotFoundError:
         raise JobError(f"{p}: no such jobs file") from None
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:  # (corrupt deflate data: zlib.error)
         raise JobError(f"{p}: cannot read jobs file: {exc}") from None
     snaps: list[tuple[float, Job]] = []
     others: Counter[str] = Counter()  # measurements skipped

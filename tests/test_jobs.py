@@ -238,6 +238,15 @@ def test_load_jobs_errors_name_file_and_line(tmp_path):
         load_jobs(path)
     with pytest.raises(JobError, match="missing.jsonl: no such jobs file"):
         load_jobs(tmp_path / "missing.jsonl")
+    # a broken gzip file is named, whatever broke: its deflate data, its end, its CRC
+    packed = gzip.compress((json.dumps(_placement("1", "RUNNING", T0)) + "\n").encode())
+    bad_crc = packed[:-8] + bytes([packed[-8] ^ 0xFF]) + packed[-7:]
+    for name, data, why in [("corrupt", packed[:10] + b"\xff" * 64, "invalid block type"),
+                            ("truncated", packed[:-4], "ended before"), ("crc", bad_crc, "CRC check failed")]:
+        path = tmp_path / f"{name}.jsonl.gz"
+        path.write_bytes(data)
+        with pytest.raises(JobError, match=rf"{name}.jsonl.gz: cannot read jobs file: .*{why}"):
+            load_jobs(path)
 
 
 def test_load_jobs_squeue_document(tmp_path):
