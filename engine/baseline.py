@@ -114,7 +114,8 @@ class LevelState:
     floor: float = 0.0
     # `ranks`: a calm series skipped by the order statistics of its last comparisons' sorted
     # windows (engine.level_bounds), not by its extremes: (n, lo, split, recent, baseline) of
-    # the windows, and of the rule's own where they were stretched (or None).
+    # the windows, and of the rule's own where they were stretched (or None); each as its
+    # last judgement sorted it, or a later bucket's check that sorted it (`_sorted_calm`).
     ranks: tuple | None = None
 
     def restart(self) -> None:
@@ -175,8 +176,9 @@ def observe(st: LevelState, level: Level, ts: float, value: float, interval_of: 
 
 def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: float) -> bool:
     """Whether a calm series' verdict is still off without judging it: from the extremes
-    of its buckets (`v` the newest), or from its last comparisons' order statistics. If
-    so, `floor` moves to where the judgement skipped would have dropped old buckets."""
+    of its buckets (`v` the newest), or from its last comparisons' order statistics, or
+    from its windows' own quantiles where those may pass. If so, `floor` moves to where
+    the judgement skipped would have dropped old buckets."""
     _, wins, short = _windows_at(st, level, interval)
     if st.ranks is not None:
         wide, own = st.ranks
@@ -185,9 +187,16 @@ def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: fl
                                     level.needs_baseline)
         if found is None:
             return False
-        for top, bottom, lo, split in found:
-            if _may_pass(level, top, bottom) and _quantiles_may_pass(level, st.values, lo, split):
-                return False
+        for top, bottom, lo, split, k in found:
+            if _may_pass(level, top, bottom):
+                ranks = _sorted_calm(level, st.values, lo, split)
+                if ranks is None:
+                    return False
+                if k:
+                    own = ranks
+                else:
+                    wide = ranks
+        st.ranks = (wide, own)
     else:
         hi, lo = (v if v > st.hi else st.hi), (v if v < st.lo else st.lo)
         if _may_pass(level, hi, lo):
@@ -199,15 +208,20 @@ def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: fl
     return True
 
 
-def _quantiles_may_pass(level: Level, values: list, lo: int, split: int) -> bool:
-    """`_may_pass` of the quantiles themselves of a comparison's windows (values[split:]
-    the recent one, values[lo:split] its baseline), where their order statistics' bounds
-    may pass: a sort of each window instead of a judgement. A noisy series at 30 s
-    polling compares its rule's own windows, 6 buckets against 10, whose bounds loosen by
-    a rank with every bucket; `Level.holds` passes no quantiles `_may_pass` refuses."""
+def _sorted_calm(level: Level, values: list, lo: int, split: int) -> tuple | None:
+    """Where the order statistics' bounds of a comparison may pass: its windows sorted
+    (values[split:] the recent one, values[lo:split] its baseline) and their quantiles
+    put to `_may_pass`. None when they may pass (the bucket is judged); else the sorted
+    windows, as `_compare` keeps them (`LevelState.ranks`), so that the next buckets'
+    bounds start from them. A noisy series at 30 s polling compares its rule's own
+    windows, 6 buckets against 10, whose bounds loosen by a rank with every bucket;
+    `Level.holds` passes no quantiles `_may_pass` refuses."""
     q = level.quantile
-    floor = quantile(sorted(values[lo:split]), q) if level.needs_baseline else 0.0
-    return _may_pass(level, quantile(sorted(values[split:]), q), floor)
+    recent = sorted(values[split:])
+    past = sorted(values[lo:split]) if level.needs_baseline else None
+    if _may_pass(level, quantile(recent, q), quantile(past, q) if past is not None else 0.0):
+        return None
+    return len(values), lo, split, recent, past
 
 
 def _windows_at(st: LevelState, level: Level, interval: float) -> tuple:

@@ -37,8 +37,9 @@ INF = float("inf")
 
 def bounds(windows: tuple, times: list, now: float, interval: float, floor: float, min_samples: int,
            q: float, baseline: bool) -> list | None:
-    """(highest recent quantile, lowest baseline quantile, and the windows' first indices:
-    the baseline's, the recent one's) of each comparison a judgement at `now` would make
+    """(highest recent quantile, lowest baseline quantile, the windows' first indices (the
+    baseline's, the recent one's), and the place of its pair in `windows`) of each
+    comparison a judgement at `now` would make
     (`windows`: its (recent_s, baseline_s, ranks), `ranks` = (n_j, lo_j, split_j, recent
     sorted, baseline sorted) of the last judgement's comparison of those
     windows, or of wider ones; `floor`: where the judgement would drop old buckets up to);
@@ -47,7 +48,7 @@ def bounds(windows: tuple, times: list, now: float, interval: float, floor: floa
     `engine.baseline._compare` would not make is left out."""
     n = len(times)
     out = []
-    for recent_s, baseline_s, (n_j, lo_j, split_j, recent, past) in windows:
+    for k, (recent_s, baseline_s, (n_j, lo_j, split_j, recent, past)) in enumerate(windows):
         cut = now - recent_s
         split = bisect_right(times, cut)
         if n - split < min_samples:  # (as `_compare`: one bucket before the edge, or none)
@@ -67,5 +68,5 @@ def bounds(windows: tuple, times: list, now: float, interval: float, floor: floa
         if baseline:  # (split - split_j: buckets moved from the judged recent window, or new)
             i = int(q * (split - lo - 1)) - (split - split_j)
             bottom = past[i] if i >= 0 else -INF
-        out.append((top, bottom, lo, split))
+        out.append((top, bottom, lo, split, k))
     return out
