@@ -129,9 +129,12 @@ def run_replay(folder: Path, models_dir: Path | None = None, telemetry: Path | N
     seconds, cpu, kids = time.perf_counter() - t0, time.process_time() - c0, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu += (kids.ru_utime - kids0.ru_utime) + (kids.ru_stime - kids0.ru_stime)
     causes = sorted({r["cause"] for i in latest.values() for r in i["root_causes"][:1]})
+    # (each incident's id, top cause and entity, opening and end: what a speed trick must not change)
+    digest = sorted([i["id"], *[(r["cause"], r["entity"]["id"]) for r in i["root_causes"][:1]], i["opened_at"],
+                     i.get("resolved_at")] for i in latest.values())
     return {"records": stats.records, "seconds": seconds, "cpu_seconds": cpu, "shards": shards,
             "child_rss_mib": kids.ru_maxrss / 1024 if shards > 1 else 0.0,
-            "incidents": len(latest), "mapped": sum(stats.mapped.values()), "causes": causes}
+            "incidents": len(latest), "mapped": sum(stats.mapped.values()), "causes": causes, "digest": digest}
 
 
 def child(mode: str, folder: Path) -> None:
