@@ -216,12 +216,18 @@ def _sorted_calm(level: Level, values: list, lo: int, split: int) -> tuple | Non
     bounds start from them. A noisy series at 30 s polling compares its rule's own
     windows, 6 buckets against 10, whose bounds loosen by a rank with every bucket;
     `Level.holds` passes no quantiles `_may_pass` refuses."""
+    ranks = _sorted_windows(level, values, lo, split)
+    _, _, _, recent, past = ranks
     q = level.quantile
-    recent = sorted(values[split:])
-    past = sorted(values[lo:split]) if level.needs_baseline else None
     if _may_pass(level, quantile(recent, q), quantile(past, q) if past is not None else 0.0):
         return None
-    return len(values), lo, split, recent, past
+    return ranks
+
+
+def _sorted_windows(level: Level, values: list, lo: int, split: int) -> tuple:
+    """A comparison's windows sorted, as `LevelState.ranks` keeps them: (n, lo, split,
+    the recent window values[split:], its baseline values[lo:split] or None without one)."""
+    return len(values), lo, split, sorted(values[split:]), sorted(values[lo:split]) if level.needs_baseline else None
 
 
 def _windows_at(st: LevelState, level: Level, interval: float) -> tuple:
@@ -317,15 +323,14 @@ def _compare(st: LevelState, level: Level, now: float, recent_s: float, baseline
         return  # no past yet (or too little of it) to leave
     if not _may_hold(level, values, lo, split):
         return
-    ordered, past = sorted(values[split:]), None
+    sorted_ = _sorted_windows(level, values, lo, split)
+    _, _, _, ordered, past = sorted_
     recent, baseline, strict = quantile(ordered, level.quantile), None, 1.0
-    if level.needs_baseline:
-        past = sorted(values[lo:split])
+    if past is not None:
         baseline = quantile(past, level.quantile)
         if not (half and times[lo] <= cut - baseline_s / 2):
             strict = strictness(level, len(values) - split, split - lo)  # in buckets: at 1 s a
             # bucket's ten samples are not ten independent ones
-    sorted_ = (len(values), lo, split, ordered, past)
     st.ranks = (sorted_, None) if half else (st.ranks[0], sorted_) if st.ranks is not None else None
     if st.recent is None:
         st.recent, st.baseline = recent, baseline
