@@ -132,14 +132,27 @@ def _dominant(port: str, link: str, jobs: list[Job], load: dict[str, float], car
     return None
 
 
-def harmed(job: Job, *, congested: Iterable[Symptom], jobs: Iterable[Job], topology: Topology) -> bool:
-    """Whether `job` sends across a congested switch-to-switch link that another running
-    job also crosses: a neighbour it can hurt (contract section 8). A job whose hosts are
-    busy, even near line rate, while no link it shares is congested is a job at high load,
+def harmed(job: Job, *, congested: Iterable[Symptom], jobs: Iterable[Job], topology: Topology) -> float | None:
+    """When `job` began to hurt a neighbour, if it does: the earliest start of the
+    congested switch-to-switch links it sends across that another running job also
+    crosses (contract section 8); None when there is none. A job whose hosts are busy,
+    even near line rate, while no link it shares is congested is a job at high load,
     which drops nothing: a ramp-up, healthy but unusual, not a noisy neighbour."""
-    links = {shared_link(topology, s.entity.id) for s in congested} - {None}
-    if not links:
-        return False
+    starts: dict[str, float] = {}
+    for s in congested:
+        link = shared_link(topology, s.entity.id)
+        if link is not None:
+            starts[link] = min(starts.get(link, s.start), s.start)
+    mine = starts.keys() & topology.job_links(hosts=job.hosts, storage=()) if starts else set()
+    if not mine:
+        return None
+    every_storage = tuple(topology.devices("storage"))
+    hurt: set[str] = set()
+    for other in jobs:
+        if other.job_id != job.job_id:
+            storage = every_storage if other.storage is None else other.storage
+            hurt |= mine & topology.job_links(hosts=other.hosts, storage=storage)
+    return min((starts[link] for link in hurt), default=None)
     every_storage = tuple(topology.devices("storage"))
     mine = links & topology.job_links(hosts=job.hosts, storage=())
     for other in jobs:

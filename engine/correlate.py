@@ -44,6 +44,9 @@ class CorrelationConfig:
     surge_fraction: float = 0.5  # share of a job's hosts saturating that makes a job surge
     dominant_share: float = 0.6  # share of a congested shared link's load that makes its job the noisy one
     surge_refresh_s: float = 5.0  # a live job surge is sent again this often (its evidence grows)
+    # A job whose hosts saturated this long before the shared link they congest: a steady
+    # load the fabric changed under, dated from the congestion (`_job_surges`)
+    steady_s: float = 30.0
     persistence: Persistence = Persistence()  # when a candidate's evidence makes a fault (engine/credible.py)
     severity: SeverityPolicy = SeverityPolicy()
 
@@ -413,9 +416,11 @@ class Correlator:
             hot = [self.saturated[h] for h in job.hosts if h in self.saturated]
             # saturated hosts make a surge only while they hurt a neighbour: a ramp-up to
             # near line rate that congests no shared link is high load, not a fault
-            if len(hot) / len(job.hosts) >= self.config.surge_fraction and harmed(
-                    job, congested=congested, jobs=running, topology=self.topology):
-                hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts))
+            if len(hot) / len(job.hosts) < self.config.surge_fraction:
+                continue
+            harm = harmed(job, congested=congested, jobs=running, topology=self.topology)
+            if harm is not None:
+                hot_by_job[job.job_id] = (hot, len(hot) / len(job.hosts), harm)
         noisy = self._attribution(congested, running) if congested else {}
         for job_id in sorted(hot_by_job.keys() | noisy.keys()):
             sym = self.surges.get(job_id)
@@ -427,9 +432,19 @@ class Correlator:
                     sym.last = self.watermark
                     self.add(sym)
                 continue
-            hot, fraction = hot_by_job.get(job_id, ([], 0.0))
+            hot, fraction, harm = hot_by_job.get(job_id, ([], 0.0, None))
             metrics = {"saturated_hosts": float(len(hot)), "fraction": round(fraction, 3)}
-            starts = [s.start for s in hot]
+            starts = []
+            if hot:
+                since = min(s.start for s in hot)
+                if harm - since >= self.config.steady_s:
+                    # Its hosts ran at line rate long before anything congested: its load
+                    # did not change, something else did (a pause tree filling the shared
+                    # links' queues: credible.py waits for their pause counters). A surge
+                    # from when it hurt a neighbour, no earlier.
+                    metrics["steady_s"] = round(harm - since, 3)
+                    since = harm
+                starts.append(since)
             if job_id in noisy:
                 metrics.update(noisy[job_id].metrics())
                 starts.append(noisy[job_id].start)

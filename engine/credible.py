@@ -85,6 +85,7 @@ from engine.types import Entity, Symptom, device_of
 REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
 AT_ONCE = frozenset({"link_flap", "pause_storm_event", "pfcwd_storm"})
 CORROBORATED = frozenset({"link_degraded", "nic_degraded", "microburst"})
+SATURATED = "nic_tx_saturated"  # a host's own surge (rules/catalogue), which the correlator lifts to its job
 PAUSE_TIME = ("pfc_tx_pause_us_rate", "tx_pause_us_rate")  # a pause symptom's pause time, µs per s (its peak)
 
 
@@ -144,7 +145,15 @@ class Persistence:
                 return None
         if any(s.kind in self.at_once for s in direct):
             return min(s.start for s in direct)
-        shared = cause == "congestion" and shared_link(ctx.topology, entity.id) is not None
+        # A steady load's surge (engine/correlate.py `_job_surges`) is the evidence for as
+        # long as it hurt a neighbour, its hosts' saturation none (that was the load before
+        # anything changed, and goes on after), and it waits as congestion on its shared
+        # links waits: a pause tree fills their queues a sample before their own pause
+        # counters show them paused.
+        steady = cause == "noisy_neighbor" and any("steady_s" in s.metrics for s in direct)
+        if steady:
+            direct = [s for s in direct if s.kind != SATURATED]
+        shared = (cause == "congestion" and shared_link(ctx.topology, entity.id) is not None) or steady
         if not shared and any(s.rule in self.loud_rules for s in direct):
             return min(s.start for s in direct)
         if cause == "device_down":
