@@ -153,12 +153,3 @@ def harmed(job: Job, *, congested: Iterable[Symptom], jobs: Iterable[Job], topol
             storage = every_storage if other.storage is None else other.storage
             hurt |= mine & topology.job_links(hosts=other.hosts, storage=storage)
     return min((starts[link] for link in hurt), default=None)
-    every_storage = tuple(topology.devices("storage"))
-    mine = links & topology.job_links(hosts=job.hosts, storage=())
-    for other in jobs:
-        if other.job_id == job.job_id or not mine:
-            continue
-        storage = every_storage if other.storage is None else other.storage
-        if mine & topology.job_links(hosts=other.hosts, storage=storage):
-            return True
-    return False
