@@ -337,6 +337,21 @@ def test_a_pause_trees_queue_proven_a_tick_before_its_pause_names_no_job():
     assert tops(published) == [("pfc_storm", "gpu2:eth0")]
 
 
+def test_harm_begins_with_the_earliest_congested_link_the_job_shares_with_another():
+    """`harmed` says when a job began to hurt a neighbour: the earliest start among the
+    congested switch-to-switch links it crosses with another running job; None when no
+    other job crosses them (a job alone on its links hurts nobody)."""
+    from engine.attribution import harmed
+    from tests.test_correlation_timeline import TOPO
+    up = episode("queue_congested", "leaf1:swp51", 30, None)[0][1]
+    down = episode("queue_congested", "spine1:swp2", 25, None)[0][1]
+    both = [NOISY, VICTIM]
+    assert harmed(NOISY, congested=[up, down], jobs=both, topology=TOPO) == T0 + 25
+    assert harmed(NOISY, congested=[up], jobs=both, topology=TOPO) == T0 + 30
+    assert harmed(NOISY, congested=[up, down], jobs=[NOISY], topology=TOPO) is None
+    assert harmed(NOISY, congested=[], jobs=both, topology=TOPO) is None
+
+
 def test_a_steady_jobs_surge_on_a_pause_trees_queue_proven_a_tick_early_names_no_job():
     """As above, with the job's hosts at line rate for a minute before the tree: its
     surge began with its ramp, 60 s before anything congested, and carried the queue's
