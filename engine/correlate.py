@@ -432,29 +432,8 @@ class Correlator:
                     sym.last = self.watermark
                     self.add(sym)
                 continue
-            hot, fraction, harm = hot_by_job.get(job_id, ([], 0.0, None))
-            metrics = {"saturated_hosts": float(len(hot)), "fraction": round(fraction, 3)}
-            starts = []
-            if hot:
-                since = min(s.start for s in hot)
-                if harm - since >= self.config.steady_s:
-                    # Its hosts ran at line rate long before anything congested: its load
-                    # did not change, something else did (a pause tree filling the shared
-                    # links' queues: credible.py waits for their pause counters). A surge
-                    # from when it hurt a neighbour, no earlier.
-                    metrics["steady_s"] = round(harm - since, 3)
-                    since = harm
-                starts.append(since)
-            if job_id in noisy:
-                metrics.update(noisy[job_id].metrics())
-                starts.append(noisy[job_id].start)
-            start = min(starts)
-            sym = Symptom(
-                key=f"{SURGE_RULE}@{job_id}@{start:.3f}", kind="job_traffic_surge", family="job_surge",
-                entity=Entity("job", job_id), device="", start=start, last=self.watermark,
-                severity=0.8, metrics=metrics, rule=SURGE_RULE,
-            )
-            self.surges[job_id] = sym
+            sym = self.surges[job_id] = self._new_surge(job_id, *hot_by_job.get(job_id, ([], 0.0, None)),
+                                                         noisy.get(job_id))
             self.add(sym)
         for job_id in list(self.surges):
             if job_id not in hot_by_job and job_id not in noisy:
@@ -462,6 +441,30 @@ class Correlator:
                 void = self._stood_on_pause(job_id, sym, congested, running)
                 sym.end = sym.last = sym.start if void else self.watermark
                 self.add(sym)
+
+    def _new_surge(self, job_id: str, hot: list[Symptom], fraction: float, harm: float | None,
+                   named: Attribution | None) -> Symptom:
+        """A job's surge: by saturation (`hot`, its saturated hosts' symptoms, hurting a
+        neighbour since `harm`), by attribution (`named`), or both."""
+        metrics = {"saturated_hosts": float(len(hot)), "fraction": round(fraction, 3)}
+        starts = []
+        if hot:
+            since = min(s.start for s in hot)
+            if harm - since >= self.config.steady_s:
+                # Its hosts ran at line rate long before anything congested: its load did
+                # not change, something else did (a pause tree filling the shared links'
+                # queues: credible.py waits for their pause counters). A surge from when
+                # it hurt a neighbour, no earlier.
+                metrics["steady_s"] = round(harm - since, 3)
+                since = harm
+            starts.append(since)
+        if named is not None:
+            metrics.update(named.metrics())
+            starts.append(named.start)
+        start = min(starts)
+        return Symptom(key=f"{SURGE_RULE}@{job_id}@{start:.3f}", kind="job_traffic_surge", family="job_surge",
+                       entity=Entity("job", job_id), device="", start=start, last=self.watermark,
+                       severity=0.8, metrics=metrics, rule=SURGE_RULE)
 
     def _attribution(self, congested: list[Symptom], running: list[Job]) -> dict:
         """The jobs dominating the congested shared links (engine/attribution.py), taken
