@@ -16,14 +16,14 @@ import msgspec
 
 from engine.attribution import Attribution, dominant_jobs, harmed, host_load, shared_link
 from engine.cabling import Cabling
-from engine.credible import Persistence
+from engine.credible import STEADY, Persistence
 from engine.events import JobWire, SymptomWire, symptom_from_wire, symptom_to_wire
 from engine.impact import affected_jobs
 from engine.incidents import Incident, IncidentState, SeverityPolicy, incident_id
 from engine.jobs import JobBook
 from engine.maintenance import ADMIN_DOWN_FAMILY, admin_down_reason, window_reason
 from engine.ports import MaintenanceSource
-from engine.rank import CONGESTION_KINDS, PAUSED_KINDS, Context, explain, hypotheses, pressed, rank
+from engine.rank import CONGESTION_KINDS, PAUSED_KINDS, SATURATED, Context, explain, hypotheses, pressed, rank
 from engine.reopen import Recent
 from engine.topology import Topology
 from engine.types import Entity, Job, Symptom
@@ -116,7 +116,7 @@ class Correlator:
             else:
                 self.admin_down.pop(s.entity.id, None)
             return
-        if s.kind == "nic_tx_saturated":
+        if s.kind == SATURATED:
             if s.end is None:
                 self.saturated[s.device] = s
             elif self.saturated.get(s.device, s).key == s.key:
@@ -455,7 +455,7 @@ class Correlator:
                 # not change, something else did (a pause tree filling the shared links'
                 # queues: credible.py waits for their pause counters). A surge from when
                 # it hurt a neighbour, no earlier.
-                metrics["steady_s"] = round(harm - since, 3)
+                metrics[STEADY] = round(harm - since, 3)
                 since = harm
             starts.append(since)
         if named is not None:

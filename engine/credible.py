@@ -78,14 +78,14 @@ from typing import Callable
 
 from engine.attribution import shared_link
 from engine.detect_parts import proof_samples
-from engine.rank import Context, explain, links_seen_down, pressure_key
+from engine.rank import SATURATED, Context, explain, links_seen_down, pressure_key
 from engine.samples import interval as sample_interval
 from engine.types import Entity, Symptom, device_of
 
 REPEATING = frozenset({"link_degraded", "nic_degraded", "microburst"})
 AT_ONCE = frozenset({"link_flap", "pause_storm_event", "pfcwd_storm"})
 CORROBORATED = frozenset({"link_degraded", "nic_degraded", "microburst"})
-SATURATED = "nic_tx_saturated"  # a host's own surge (rules/catalogue), which the correlator lifts to its job
+STEADY = "steady_s"  # a surge metric: a steady load the fabric changed under (engine/correlate.py `_new_surge`)
 PAUSE_TIME = ("pfc_tx_pause_us_rate", "tx_pause_us_rate")  # a pause symptom's pause time, µs per s (its peak)
 
 
@@ -150,7 +150,7 @@ class Persistence:
         # anything changed, and goes on after), and it waits as congestion on its shared
         # links waits: a pause tree fills their queues a sample before their own pause
         # counters show them paused.
-        steady = cause == "noisy_neighbor" and any("steady_s" in s.metrics for s in direct)
+        steady = cause == "noisy_neighbor" and any(STEADY in s.metrics for s in direct)
         if steady:
             direct = [s for s in direct if s.kind != SATURATED]
         shared = (cause == "congestion" and shared_link(ctx.topology, entity.id) is not None) or steady

@@ -17,6 +17,7 @@ from engine.types import Entity, Job, RootCause, Symptom, device_of, rfc3339
 SWITCH_SIDE = ("link_down", "link_flap")
 CONGESTION_KINDS = ("queue_congested", "ecn_marking", "wred_drops")
 MAX_CAUSES = 5
+SATURATED = "nic_tx_saturated"  # a host's own surge (rules/catalogue), which the correlator lifts to its job
 PAUSED_KINDS = ("pfc_pause_rx", "pfcwd_storm")  # an interface receiving pause (a watchdog: a storm of it)
 
 
@@ -252,7 +253,7 @@ def _noisy_neighbor(e: Entity, s: Symptom, ctx: Context) -> float:
     job = ctx.job(e.id)
     if job is None:
         return 0.0
-    if s.kind == "nic_tx_saturated" and s.device in job.hosts:
+    if s.kind == SATURATED and s.device in job.hosts:
         return 1.0
     if s.family == "congestion" and s.entity.kind == "interface":
         link = ctx.topology.link_of(s.entity.id)
