@@ -94,6 +94,19 @@ def test_a_host_link_bounce_restarts_the_nic_counters_from_zero(tmp_path):
     assert [e["fields"]["new_state"] for e in events] == ["down", "up"]
 
 
+def test_two_counter_resets_of_a_port_each_restart_its_counters_whatever_their_order(tmp_path):
+    # Listed latest first, as the realism layer may draw them: each reset must still
+    # restart the counters from zero, and they must go on counting after the second.
+    ps = [Phenomenon("counter_reset", "switch_port", "leaf02", "swp3", T0 + 40.5, T0 + 40.5),
+          Phenomenon("counter_reset", "switch_port", "leaf02", "swp3", T0 + 20.5, T0 + 20.5)]
+    port = _sorted(_run(tmp_path, ps)[("switch_port", "leaf02", "swp3")])
+    octets = [(_t(r), r["fields"]["if_in_octets"]) for r in port]
+    drops = [t for (_, a), (t, b) in zip(octets, octets[1:]) if b < a]
+    assert drops == pytest.approx([T0 + 21, T0 + 41], abs=1)
+    late = [v for t, v in octets if t > T0 + 42]
+    assert late and late[0] > 0 and late == sorted(late) and late[-1] > late[0]
+
+
 def test_admin_down_and_collector_gap_and_clock_skew(tmp_path):
     ps = [Phenomenon("admin_down", "switch_port", "leaf02", "swp3", T0 + 10, T0 + 30),
           Phenomenon("collector_gap", "*", "spine01", None, T0 + 20, T0 + 40),
