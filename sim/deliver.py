@@ -101,14 +101,23 @@ def _rebase(series: list[dict], start: float, end: float, *, restart: bool) -> N
     if frozen is None or after is None:
         return
     names = _counters(frozen)
+    base = {n: after["fields"][n] if restart else after["fields"][n] - frozen["fields"][n] for n in names}
+    last: dict[str, int] = {}  # each counter's value before this rebase, in the record before
     for rec in series:
         t, f = _t(rec), rec["fields"]
         if start <= t <= end:
             f.update({n: frozen["fields"][n] for n in names})
         elif t > end:
+            # Up to the counter's own next restart (a reset of the base run, or a later
+            # operation's): from there on it counts from zero already.
             for n in names:
-                base = after["fields"][n] if restart else after["fields"][n] - frozen["fields"][n]
-                f[n] = max(0, f[n] - base)
+                if n not in base or n not in f:
+                    continue
+                was, last[n] = last.get(n), f[n]
+                if was is not None and f[n] < was:
+                    del base[n]
+                    continue
+                f[n] = max(0, f[n] - base[n])
 
 
 def _status(series: list[dict], start: float, end: float, **fields) -> None:

@@ -107,6 +107,20 @@ def test_two_counter_resets_of_a_port_each_restart_its_counters_whatever_their_o
     assert late and late[0] > 0 and late == sorted(late) and late[-1] > late[0]
 
 
+def test_a_reset_rebases_a_counter_only_up_to_its_own_next_restart():
+    # The base run restarts the counter itself at 300 s (the clean scenario's own reset
+    # of a leaf port); a realism reset at 226 s must not subtract its base from the
+    # counter that restarted: that left every counter of a history's port at 0.
+    from sim.deliver import _rebase
+    series = [{"name": "switch_port", "tags": {}, "timestamp": int((T0 + i + 0.03) * 1000),
+               "fields": {"if_in_octets": 10 ** 12 + 1000 * i if i <= 300 else 1000 * (i - 300)}}
+              for i in range(600)]
+    _rebase(series, T0 + 226.3, T0 + 226.3, restart=True)
+    value = {i: r["fields"]["if_in_octets"] for i, r in enumerate(series)}
+    assert value[225] == 10 ** 12 + 225_000 and value[227] == 1000 and value[300] == 74_000
+    assert value[301] == 1000 and value[400] == 100_000
+
+
 def test_admin_down_and_collector_gap_and_clock_skew(tmp_path):
     ps = [Phenomenon("admin_down", "switch_port", "leaf02", "swp3", T0 + 10, T0 + 30),
           Phenomenon("collector_gap", "*", "spine01", None, T0 + 20, T0 + 40),
