@@ -121,6 +121,18 @@ def test_a_reset_rebases_a_counter_only_up_to_its_own_next_restart():
     assert value[301] == 1000 and value[400] == 100_000
 
 
+def test_a_port_back_from_maintenance_counts_on_from_where_it_froze():
+    # restart=False (admin down, the switch side of a bounce): frozen while down, then on
+    # from the frozen value, not from where the counter would have been.
+    from sim.deliver import _rebase
+    series = [{"name": "switch_port", "tags": {}, "timestamp": int((T0 + i + 0.03) * 1000),
+               "fields": {"if_in_octets": 1000 * i}} for i in range(100)]
+    _rebase(series, T0 + 20.5, T0 + 40.5, restart=False)
+    value = [r["fields"]["if_in_octets"] for r in series]
+    assert value[20] == value[30] == value[40] == 20_000
+    assert value[41] == 21_000 and value[99] == 79_000
+
+
 def test_admin_down_and_collector_gap_and_clock_skew(tmp_path):
     ps = [Phenomenon("admin_down", "switch_port", "leaf02", "swp3", T0 + 10, T0 + 30),
           Phenomenon("collector_gap", "*", "spine01", None, T0 + 20, T0 + 40),
