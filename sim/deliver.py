@@ -170,7 +170,9 @@ def _in_time_order(phenomena: list[Phenomenon]) -> list[Phenomenon]:
     the counters after it on their values as they are then, so a later one must come
     second: two resets of one port taken latest first subtracted the first reset's base
     from counters the second had already restarted, and every counter of the port read 0
-    from the second reset on (s49 link_flap-17, microburst-17)."""
+    from the second reset on (s49 link_flap-17, microburst-17). `_rebase` stopping at a
+    counter's own restart covers that case too, but not a maintenance window taken after
+    a reset inside it: its freeze would overwrite the restart and its base undo it."""
     ops = iter(sorted((p for p in phenomena if p.kind in OPERATIONS), key=lambda p: p.start))
     return [next(ops) if p.kind in OPERATIONS else p for p in phenomena]
 

@@ -107,14 +107,18 @@ def test_two_counter_resets_of_a_port_each_restart_its_counters_whatever_their_o
     assert late and late[0] > 0 and late == sorted(late) and late[-1] > late[0]
 
 
+def _octets(values) -> list[dict]:
+    """A 1 s switch_port series whose if_in_octets are `values`, for `_rebase` alone."""
+    return [{"name": "switch_port", "tags": {}, "timestamp": int((T0 + i + 0.03) * 1000),
+             "fields": {"if_in_octets": v}} for i, v in enumerate(values)]
+
+
 def test_a_reset_rebases_a_counter_only_up_to_its_own_next_restart():
     # The base run restarts the counter itself at 300 s (the clean scenario's own reset
     # of a leaf port); a realism reset at 226 s must not subtract its base from the
     # counter that restarted: that left every counter of a history's port at 0.
     from sim.deliver import _rebase
-    series = [{"name": "switch_port", "tags": {}, "timestamp": int((T0 + i + 0.03) * 1000),
-               "fields": {"if_in_octets": 10 ** 12 + 1000 * i if i <= 300 else 1000 * (i - 300)}}
-              for i in range(600)]
+    series = _octets(10 ** 12 + 1000 * i if i <= 300 else 1000 * (i - 300) for i in range(600))
     _rebase(series, T0 + 226.3, T0 + 226.3, restart=True)
     value = {i: r["fields"]["if_in_octets"] for i, r in enumerate(series)}
     assert value[225] == 10 ** 12 + 225_000 and value[227] == 1000 and value[300] == 74_000
@@ -125,8 +129,7 @@ def test_a_port_back_from_maintenance_counts_on_from_where_it_froze():
     # restart=False (admin down, the switch side of a bounce): frozen while down, then on
     # from the frozen value, not from where the counter would have been.
     from sim.deliver import _rebase
-    series = [{"name": "switch_port", "tags": {}, "timestamp": int((T0 + i + 0.03) * 1000),
-               "fields": {"if_in_octets": 1000 * i}} for i in range(100)]
+    series = _octets(1000 * i for i in range(100))
     _rebase(series, T0 + 20.5, T0 + 40.5, restart=False)
     value = [r["fields"]["if_in_octets"] for r in series]
     assert value[20] == value[30] == value[40] == 20_000
