@@ -13,9 +13,10 @@ from .fabric import NIC, Fabric
 from .realism import _CLASS, _UNIT, SEP, Params, Phenomenon
 
 RATE_KINDS = {"blip_ecn_cnp", "all_to_all", "allreduce_incast", "fec_floor"}
-SCALE_KINDS = {"checkpoint", "scrubbing"}  # extra = factor * the base delta
+SCALE_KINDS = {"checkpoint", "scrubbing", "blip_storage_latency"}  # extra = factor * the base delta
 GAUGES = {"outbound_pci_stalled_rd", "outbound_pci_stalled_wr"}
-_SCALED = {"writes": ("writes", "write_bytes", "write_time"), "read_time": ("read_time", "io_time")}
+_SCALED = {"writes": ("writes", "write_bytes", "write_time"), "read_time": ("read_time", "io_time"),
+           "io_stall": ("read_time", "write_time", "io_time")}
 
 
 def _read(path: Path) -> list[dict]:

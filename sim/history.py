@@ -64,7 +64,8 @@ def build_history(run: Path, out: Path, *, duration: float = DEFAULT_DURATION) -
     events = tuple(replace(e, ceiling=ceiling) for e in draw_events(rng, split=split, busy=[], duration=duration))
     hist = simulate(out=out, scenario="clean", seed=seed, fabric=spec, duration=duration,
                     label=f"{truth['scenario']}-history", physics=physics, benign=events)
-    params = draw(rng, split=split, fabric=fab, start=hist["start"], duration=duration)
+    params = draw(rng, split=split, fabric=fab, start=hist["start"], duration=duration,
+                  more=random.Random(f"{seed}:{STREAM.get(split, split)}:history-more-blips"))
     t0, t1 = hist["start"] + 5, hist["start"] + duration - 5  # as realism.draw spans a run
     params.phenomena = [p for p in params.phenomena if p.kind not in PERSISTENT] + [
         Phenomenon(**(p | {"start": t0, "end": t1})) for p in real["phenomena"] if p["kind"] in PERSISTENT]

@@ -140,6 +140,34 @@ def _blips(rng: random.Random, f: Fabric, t0: float, t1: float, n: int) -> list[
     return out
 
 
+def _more_blips(rng: random.Random, f: Fabric, t0: float, t1: float, n: int) -> list[Phenomenon]:
+    """Blips of the counters the rules read that `_blips` leaves out, drawn on a stream of
+    their own (every other draw stays as it was): 1-3 s of a storage target slow on reads
+    and writes alike (a garbage-collection pause: 5-30x its latency), a few NIC receive
+    discards, a few out-discards at a switch port. A target pauses once a run at most."""
+    out = []
+    hosts = list(range(len(f.endpoints)))
+    calm = list(f.storage)  # targets with no pause yet: a pause that recurs is a fault (section 8)
+    for _ in range(n):
+        t = rng.uniform(t0, t1 - 10)
+        kind = rng.choice(("storage_latency", "nic_discards", "out_discards"))
+        e = rng.choice(hosts)
+        if kind == "storage_latency" and not calm:
+            kind = "nic_discards"
+        if kind == "storage_latency":
+            s = calm.pop(rng.randrange(len(calm)))
+            out.append(Phenomenon("blip_storage_latency", "storage", s.name, None, t,
+                                  t + rng.choice((1, 2, 3)), {"io_stall": rng.uniform(4, 29)}))
+        elif kind == "nic_discards":
+            out.append(Phenomenon("blip_nic_discards", "nic_port", f.endpoints[e].name, NIC, t, t + 1,
+                                  {"rx_discards_phy": rng.randint(1, 40)}))
+        else:
+            port = _host_port(f, e)
+            out.append(Phenomenon("blip_out_discards", "switch_port", port.device, port.iface,
+                                  t, t + 1, {"if_out_discards": rng.randint(1, 20)}))
+    return out
+
+
 def _ecn_burst(rng, f: Fabric, eps: list[int], t: float, d: float, kind: str,
                pause: bool = False) -> Phenomenon:
     """ECN marks and CNPs on the first NIC of `eps` (others get theirs from repeats)."""
@@ -286,10 +314,12 @@ def draw_events(rng: random.Random, *, split: str, busy: list[tuple[float, float
 
 
 def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
-         duration: float, intervals: tuple[int, ...] | None = None) -> Params:
+         duration: float, intervals: tuple[int, ...] | None = None,
+         more: random.Random | None = None) -> Params:
     """Realism parameters for one run: intervals per device class, delivery mess and
     benign phenomena, from ranges that are wider in the test split. `intervals` replaces
-    the split's interval choices (a probe of a tune split: `simulate --intervals`)."""
+    the split's interval choices (a probe of a tune split: `simulate --intervals`).
+    `more`, a stream of its own, draws the blips `_more_blips` adds."""
     choices = intervals or INTERVALS[ranges_of(split)]
     main = rng.choice(choices)
     intervals = {"switch": main, "nic": main if rng.random() < 0.6 else rng.choice(choices),
@@ -301,6 +331,8 @@ def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
     phenomena = (_blips(rng, fabric, t0, t1, blips)
                  + _collectives(rng, fabric, t0, t1, max(1, round(rng.uniform(2, 8) * per_hour * 4)))
                  + _operations(rng, fabric, t0, t1, split) + _workload(rng, fabric, t0, t1))
+    if more is not None:
+        phenomena += _more_blips(more, fabric, t0, t1, max(1, round(more.uniform(2, 8) * per_hour * 4)))
     return Params(intervals, jitter_s=rng.choice((0, 1, 1, 2)) if main >= 5 else 0,
                   missed=rng.uniform(0, 0.05 if wider else 0.02),
                   duplicate=rng.uniform(0, 0.01), late=rng.uniform(0, 0.01 if wider else 0.005),

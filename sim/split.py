@@ -170,7 +170,7 @@ def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...
                    draw_events(prng, split=split, busy=busy, duration=entry.duration))
     truth = simulate(out=out, label=entry.name, physics=physics, benign=events, **kw)
     params = draw(rng, split=split, fabric=fab, start=truth["start"], duration=entry.duration,
-                  intervals=intervals)
+                  intervals=intervals, more=random.Random(f"{entry.seed}:{STREAM.get(split, split)}:more-blips"))
     counts = apply(out, fab, params, seed=entry.seed)
     counts |= reshape(out, fab, shape, rng, interval=params.intervals["switch"])
     truth = json.loads((Path(out) / "truth.json").read_text())  # reshape may rename
