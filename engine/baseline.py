@@ -13,10 +13,13 @@ of both windows), in seconds of event time:
   ten 1 s samples at 1 s polling. A median ignores a blip (a 1-3 s stall, one bad
   sample): it moves only when most of the window moved, which is what "persists" means
   in contract section 8, at any interval.
-- The windows stretch to at least `min_samples` closed samples of the series' interval
-  ((3 + 1/2) x 30 s = 105 s at 30 s polling: a window of 3 x I holds two, the third
-  falls on its edge, and the sustained-pause rule never judged at 30 or 60 s), and
-  one missed sample does not shorten them: a window it leaves one bucket short reaches
+- The recent window stretches to at least `min_samples` (5) closed buckets, the
+  baseline to `BASELINE_MIN` (3) samples ((5 + 1/2) x 30 s = 165 s at 30 s polling,
+  55 s at 1-10 s: a window of n x I holds n - 1, the n-th falls on its edge). A blip of
+  a few seconds lands in two buckets at most, the one it starts in and the next, and
+  lifts both: a median of three buckets was the blip's (a 3 s storage pause at 23x
+  across two 10 s samples opened `storage_slow`), a median of five ignores it. One
+  missed sample does not shorten the windows: a window it leaves one bucket short reaches
   back to the bucket before its edge; the
   recent window is judged only once the series' data covers it (a median of a series'
   first few buckets is a burst's). A comparison with a baseline holds its bounds when
@@ -58,6 +61,10 @@ SETTLE_S = 20.0
 # noise is no chance (`beyond_noise`): a one-sided normal tail of 1e-9 per judgement, so
 # that a robust spread taken from a dozen samples and tails heavier than normal leave room.
 NOISE_Z = 6.0
+# Buckets a baseline holds at least (a recent window: the rule's `min_samples`, five: a
+# blip touches two buckets at most, and a median of three was the blip's). A blip in a
+# baseline only lowers what a comparison finds.
+BASELINE_MIN = 3
 _NORMAL = NormalDist()
 
 
@@ -183,7 +190,7 @@ def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: fl
     if st.ranks is not None:
         wide, own = st.ranks
         pairs = ((*wins, wide), (*short, own or wide)) if _stretched(level, wins, short) else ((*wins, wide),)
-        found = level_bounds.bounds(pairs, st.times, now, interval, st.floor, level.min_samples, level.quantile,
+        found = level_bounds.bounds(pairs, st.times, now, interval, st.floor, level.min_samples, BASELINE_MIN, level.quantile,
                                     level.needs_baseline)
         if found is None:
             return False
@@ -276,9 +283,10 @@ def _calm(st: LevelState, oldest: float) -> None:
 
 
 def nominal(level: Level, interval: float) -> tuple[float, float]:
-    """The rule's own windows, stretched only to `min_samples` samples."""
-    floor = span(level.min_samples, interval)
-    return max(level.recent_s, floor), max(level.baseline_s, floor)
+    """The rule's own windows, stretched only to hold `min_samples` buckets (recent; a
+    bucket is one sample at polling slower than `bucket_s`) and `BASELINE_MIN` samples."""
+    return (max(level.recent_s, span(level.min_samples, max(interval, level.bucket_s))),
+            max(level.baseline_s, span(BASELINE_MIN, interval)))
 
 
 def span(samples: int, interval: float) -> float:
@@ -319,7 +327,7 @@ def _compare(st: LevelState, level: Level, now: float, recent_s: float, baseline
         if len(values) - split + 1 < level.min_samples or split == 0 or times[split - 1] <= cut - interval:
             return
         split -= 1
-    if level.needs_baseline and split - lo < level.min_samples:
+    if level.needs_baseline and split - lo < BASELINE_MIN:
         return  # no past yet (or too little of it) to leave
     if not _may_hold(level, values, lo, split):
         return

@@ -35,7 +35,7 @@ from bisect import bisect_right
 INF = float("inf")
 
 
-def bounds(windows: tuple, times: list, now: float, interval: float, floor: float, min_samples: int,
+def bounds(windows: tuple, times: list, now: float, interval: float, floor: float, min_samples: int, past_min: int,
            q: float, baseline: bool) -> list | None:
     """(highest recent quantile, lowest baseline quantile, the windows' first indices (the
     baseline's, the recent one's), and the place of its pair in `windows`) of each
@@ -57,7 +57,7 @@ def bounds(windows: tuple, times: list, now: float, interval: float, floor: floa
             split -= 1
         edge = cut - baseline_s
         lo = bisect_right(times, edge if edge > floor else floor)
-        if baseline and split - lo < min_samples:
+        if baseline and split - lo < past_min:
             continue
         if split < split_j or lo < lo_j:
             return None

@@ -182,7 +182,7 @@ def _level(src: str, rid: str, spec, known, meas) -> Level:
     return Level(
         feature=feature,
         recent_s=float(num("recent_s", 60, 1, 86_400)), baseline_s=float(num("baseline_s", 300, 1, 86_400)),
-        bucket_s=float(num("bucket_s", 10, 0.1, 3_600)), quantile=float(num("quantile", 0.5, 0, 1)), min_samples=num("min_samples", 3, 1, 1_000, True),
+        bucket_s=float(num("bucket_s", 10, 0.1, 3_600)), quantile=float(num("quantile", 0.5, 0, 1)), min_samples=num("min_samples", 5, 1, 1_000, True),
         compare_samples=num("compare_samples", 12, 1, 1_000, True),
         above=None if above is None else float(num("above", 0, -1e12, 1e12)),
         ratio=float(num("ratio", 0, 0, 1e6)), rise=float(num("rise", 0, 0, 1e12)),

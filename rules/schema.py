@@ -53,7 +53,10 @@ class Level:
     # and the same quantile of the recent window keeps a wide but flat noise from passing
     # for a shift (the median of a recent window against a past's lower quartile is a
     # ratio of the noise's width)
-    min_samples: int = 3  # each window holds at least this many samples (it stretches at long intervals)
+    # The recent window holds at least this many buckets (one sample at polling slower than
+    # bucket_s; it stretches at long intervals): a blip of a few seconds touches two
+    # buckets at most, and only a median of five or more ignores it (engine.baseline).
+    min_samples: int = 5
     # Against a baseline, the recent window holds at least this many samples and the
     # baseline twice as many: two medians of a few samples of a noisy gauge differ by
     # chance (engine.baseline.windows).

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from engine.baseline import LevelState, beyond_noise, observe, span, strictness, windows
+from engine.baseline import BASELINE_MIN, LevelState, beyond_noise, observe, span, strictness, windows
 from engine.topology import Topology
 from tests.test_gray_faults import RULES, incidents  # one pipeline run, (top cause, entity) per incident
 
@@ -56,8 +56,10 @@ def test_a_comparison_holds_enough_samples_whatever_the_interval():
         recent, baseline = windows(level, interval)
         assert recent / interval >= level.compare_samples and baseline / interval >= 2 * level.compare_samples
     pause = next(r.level for r in RULES.rules if r.id == "nic_pfc_tx_sustained")  # no baseline: only min_samples
-    assert windows(pause, 30) == (max(pause.recent_s, span(pause.min_samples, 30)), max(pause.baseline_s, span(pause.min_samples, 30)))
+    assert windows(pause, 30) == (max(pause.recent_s, span(pause.min_samples, 30)), max(pause.baseline_s, span(BASELINE_MIN, 30)))
     assert span(3, 30) > 90  # three closed samples: a window of 3 x I holds two (the third on its edge)
+    storage = next(r.level for r in RULES.rules if r.id == "storage_latency")  # five buckets, also at 1 s
+    assert windows(storage, 1) == (span(storage.min_samples, storage.bucket_s), storage.baseline_s) and storage.min_samples == 5
 
 
 def _verdicts(level, missing: set[int], interval: float = 30.0) -> dict[int, bool]:
@@ -123,9 +125,12 @@ STORES = ["stor1", "stor2", "stor3", "stor4"]
 STOR_TOPO = Topology.from_links(roles={}, links=[(f"{s}:eth0", f"leaf1:swp{k}") for k, s in enumerate(STORES, 1)])
 
 
-def storage(interval: int, hours: float, *, drift_at: float | None = None, seed: int = 5) -> list[str]:
-    """Storage targets whose latency is uniform in 0.3-0.8 ms; with drift_at, stor1's
-    climbs to 3x over 5 minutes from then."""
+def storage(interval: int, hours: float, *, drift_at: float | None = None, seed: int = 5,
+            ms: tuple[float, float] = (0.3, 0.8), pause: tuple[float, float, float] | None = None) -> list[str]:
+    """Storage targets whose latency is uniform in `ms` (0.3-0.8 ms); with drift_at,
+    stor1's climbs to 3x over 5 minutes from then; with `pause` (start s, length s,
+    factor), stor1 is that many times slower for those seconds (a sample averages it in
+    for the part of its interval the pause covers)."""
     rng = random.Random(seed)
     totals = {s: [0, 0.0] for s in STORES}
     lines = []
@@ -133,9 +138,12 @@ def storage(interval: int, hours: float, *, drift_at: float | None = None, seed:
         t = k * interval
         for s in STORES:
             grow = 1 + 2 * min(1.0, max(0.0, (t - drift_at) / 300)) if drift_at is not None and s == "stor1" else 1.0
+            if pause is not None and s == "stor1":
+                at, length, factor = pause
+                grow += (factor - 1) * max(0.0, min(t, at + length) - max(t - interval, at)) / interval
             ops = 4000 * interval
             totals[s][0] += ops
-            totals[s][1] += ops * rng.uniform(0.3, 0.8) * grow
+            totals[s][1] += ops * rng.uniform(*ms) * grow
             lines.append(json.dumps({"name": "storage", "tags": {"host": s, "kind": "nvmf", "name": "nvme0"},
                                      "fields": {"reads": totals[s][0], "read_time": int(totals[s][1])},
                                      "timestamp": (T0 + t) * 1000}))
@@ -154,6 +162,27 @@ def test_storage_whose_latency_wanders_but_stays_opens_nothing_for_hours(interva
 @pytest.mark.parametrize("interval", [10, 30])
 def test_storage_drifting_to_three_times_its_level_is_found_at_coarse_polling(interval):
     assert storage_incidents(storage(interval, 2, drift_at=3600)) == [("storage_slow", "stor1")]
+
+
+@pytest.mark.parametrize("interval", [1, 5, 10, 30])
+def test_one_storage_pause_across_two_samples_opens_nothing(interval):
+    """A 3 s garbage-collection pause, reads 23 times slower, on a target steady at 1 ms
+    (contract section 8: a few seconds of a stall that does not recur). Straddling two
+    samples (or, at 1 s, two 10 s buckets) it lifts both to about 4x: a median of three
+    buckets is then the pause's, and a median ignores a blip only when the pause can
+    touch less than half of its window."""
+    at = 3600 + interval - 1.5  # half the pause in each of two samples (at 1 s: two buckets)
+    if interval == 1:
+        at = 3600 - 1.5
+    lines = storage(interval, 1.5, ms=(0.98, 1.02), pause=(at, 3.0, 23.0))
+    assert storage_incidents(lines) == []
+
+
+@pytest.mark.parametrize("interval", [1, 10])
+def test_storage_twice_as_slow_from_one_sample_on_is_found(interval):
+    """The other side: the same target at twice its latency from one moment on is a fault."""
+    lines = storage(interval, 1.5, ms=(0.98, 1.02), pause=(3600 - 0.5, 3600.0, 2.5))
+    assert storage_incidents(lines) == [("storage_slow", "stor1")]
 
 
 def test_a_few_samples_of_a_noisy_gauge_that_happen_to_step_are_no_shift():
