@@ -24,7 +24,8 @@ occupancy do not make a rule's 3 s blip beside it persistent. Per cause:
   same clocks as the congestion, so the answer needs the same time again. It also waits
   for the port's own pause counters (`_shared_wait`): the samples the pause rules need,
   at the interval its evidence shows, so that a queue filling behind a paused egress is
-  seen paused before it is called congested.
+  seen paused before it is called congested. Congestion at any other switch port waits
+  for its pause counters too (`_pause_wait`: 11 s at 1 s polling, 20 s at 10 s).
 - **repeated**: causes whose faults show as recurring blips (errors, NIC drops and stalls,
   microbursts) are also credible after `repeats` separate stretches: the same entity
   again and again, where a blip happens once.
@@ -168,6 +169,8 @@ class Persistence:
             need = self._shared_wait(direct)  # whose traffic is it, and is the port paused?
         else:
             need = self.sustained_s.get(cause, 10.0)
+            if cause == "congestion" and ctx.topology.is_switch(device_of(entity.id)):
+                need = max(need, self._pause_wait(direct, missed=0))  # is the port paused?
             if cause in self.corroborated:
                 seen = self._corroborated(direct)
                 if seen is not None:
@@ -181,13 +184,22 @@ class Persistence:
 
     def _shared_wait(self, direct: list[Symptom]) -> float:
         """How long congestion on a switch-to-switch link must last: `shared_congestion_s`
-        (the senders' load is reported on the same clocks as the congestion), and as long
-        as the port's own pause counters take to show it paused (the pause rules' samples,
-        one missed among them), where a queue-occupancy gauge takes a sample less: at 30-60 s
-        polling a spine's queue toward the leaf of a weak NIC storm was published as
-        congestion two samples in, before anything was seen paused."""
+        (the senders' load is reported on the same clocks as the congestion), and
+        `_pause_wait`."""
+        return max(self.shared_congestion_s, self._pause_wait(direct))
+
+    def _pause_wait(self, direct: list[Symptom], missed: int = 1) -> float:
+        """How long congestion at a switch port must last: as long as the port's own pause
+        counters take to show it paused (the pause rules' samples, `missed` missed among
+        them), where a queue-occupancy gauge takes a sample less. At 30-60 s polling a
+        spine's queue toward the leaf of a weak NIC storm was published as congestion two
+        samples in, before anything was seen paused; at 10 s a leaf's queue toward the
+        storming NIC itself was (tune-range pfc_storm-23 at 10 s, `--repeats 24`). A
+        switch-to-switch link waits for attribution anyway and allows a missed sample; a
+        host's port waits no longer than the pause rules' samples take to span, so that a
+        minute-long congestion at 30 s polling is still found."""
         iv = sample_interval(direct)
-        return max(self.shared_congestion_s, proof_samples(self.pause_for_s, iv) * iv)
+        return (proof_samples(self.pause_for_s, iv) - 1 + missed) * iv
 
     def _paused_long(self, direct: list[Symptom]) -> bool:
         """Whether a switch port's pause held its peer for long (`switch_pause_us` of every

@@ -1,5 +1,6 @@
 """Congestion on a switch-to-switch link waits for its own pause counters too
-(`Persistence._shared_wait`, docs/design.md "Precision by design", origin versus victim).
+(`Persistence._shared_wait`, docs/design.md "Precision by design", origin versus victim),
+and so does congestion at any switch port (`Persistence._pause_wait`).
 
 A queue-occupancy gauge proves congestion a sample before the port's pause counters can
 prove the port was paused, so at 30-60 s polling a spine's queue toward the leaf of a weak
@@ -67,3 +68,16 @@ def test_the_wait_reads_the_pause_rules_persistence_and_the_evidences_interval()
     syms = [s for _, s in polled(episode("queue_congested", "spine1:swp2", 0, 100, refresh=15), 15)]
     assert interval(syms) == 15.0
     assert interval([s for _, s in episode("queue_congested", "spine1:swp2", 0, 100)]) == 1.0
+
+
+def test_a_leaf_queue_toward_a_storming_nic_waits_for_its_pause_counters_at_10_s():
+    """Not only switch-to-switch links: at 10 s polling the queue of leaf2:swp1 toward
+    gpu3, which stopped draining, proved congestion in two samples (a gauge), a sample
+    before the port's pause counters proved it paused, and was published as congestion
+    of its own beside gpu3's storm (tune-range pfc_storm-23 at 10 s, `--repeats 24`)."""
+    victim = polled(episode("queue_congested", "leaf2:swp1", 22, 250, refresh=10), 10, heard_from=32)
+    paused = polled(episode("port_pfc_rx", "leaf2:swp1", 22, 250, refresh=10), 10, heard_from=42)
+    storm = polled(episode("nic_pfc_tx", "gpu3:eth0", 22, 250, refresh=10), 10, heard_from=42)
+    first, published = first_pages(victim + paused + storm)
+    assert [i["root_causes"][0]["entity"]["id"] for i in first.values()] == ["gpu3:eth0"]
+    assert tops(published) == [("pfc_storm", "gpu3:eth0")]
