@@ -20,7 +20,7 @@ from sim import FabricSpec, simulate
 from sim.deliver import apply
 from sim.fabric import BASE_EPOCH, Fabric
 from sim.history import HISTORY_SEED_OFFSET
-from sim.realism import INTERVALS, SPEEDS_GBPS, Params, Phenomenon, _more_blips, draw, draw_physics
+from sim.realism import INTERVALS, SPEEDS_GBPS, Params, Phenomenon, draw, draw_physics
 from sim.shapes import SHAPES
 from sim.split import (CAUSES, FABRICS, FIXED, RAILS, RAILS8, RANGES, TEST_SEED, TUNE_ANY_SEED, TUNE_RANGE_SEED,
                        TUNE_RETIRED_SEED, TUNE_SEED, TUNE_WIDE_SEED, SplitEntry, _target, build, check_intervals,
@@ -171,51 +171,6 @@ def test_blips_add_their_amount_once_and_fec_floors_are_flat(tmp_path):
     unc = [r["fields"]["if_in_fec_not_correctable_frames"]
            for r in series[("switch_port", "leaf01", "swp52")]]
     assert len(set(unc)) == 1
-
-
-def test_a_storage_pause_slows_reads_and_writes_for_its_seconds_and_discards_come_once(tmp_path):
-    ps = [Phenomenon("blip_storage_latency", "storage", "stor01", None, T0 + 20.5, T0 + 22.5,
-                     {"io_stall": 9.0}),
-          Phenomenon("blip_nic_discards", "nic_port", "gpu003", "eth0", T0 + 15.5, T0 + 16.5,
-                     {"rx_discards_phy": 7}),
-          Phenomenon("blip_out_discards", "switch_port", "leaf01", "swp2", T0 + 15.5, T0 + 16.5,
-                     {"if_out_discards": 5})]
-    series = _run(tmp_path, ps)
-    stor = _sorted(series[("storage", "stor01", None)])
-
-    def latency(side: str, a: dict, b: dict) -> float:
-        ops = "reads" if side == "read" else "writes"
-        return (b["fields"][f"{side}_time"] - a["fields"][f"{side}_time"]) / max(1, b["fields"][ops] - a["fields"][ops])
-    for side in ("read", "write"):
-        lat = {round(_t(b) - T0): latency(side, a, b) for a, b in zip(stor, stor[1:])}
-        normal = [v for t, v in lat.items() if t < 19 or t > 24]
-        slow = [v for t, v in lat.items() if 21 <= t <= 22]
-        assert slow and min(slow) > 5 * max(normal)  # 10x for its 2 s, on both sides
-        assert len([t for t, v in lat.items() if v > 3 * max(normal)]) <= 3
-    nic = [r["fields"]["rx_discards_phy"] for r in _sorted(series[("nic_port", "gpu003", "eth0")])]
-    port = [r["fields"]["if_out_discards"] for r in _sorted(series[("switch_port", "leaf01", "swp2")])]
-    assert nic[-1] - nic[0] == 7 and port[-1] - port[0] == 5
-
-
-def test_the_extra_blips_come_from_a_stream_of_their_own():
-    """Drawing them leaves every other phenomenon of a run as it was (the splits' runs
-    change only by the blips added)."""
-    fab = Fabric(SPEC)
-    plain = draw(random.Random(5), split="test", fabric=fab, start=T0, duration=900.0)
-    more = draw(random.Random(5), split="test", fabric=fab, start=T0, duration=900.0, more=random.Random(9))
-    added = more.phenomena[len(plain.phenomena):]
-    assert more.phenomena[:len(plain.phenomena)] == plain.phenomena and more.intervals == plain.intervals
-    assert added and {p.kind for p in added} <= {"blip_storage_latency", "blip_nic_discards", "blip_out_discards"}
-
-
-def test_a_storage_target_pauses_once_a_run_at_most():
-    """A pause that recurs on one target within minutes is a fault (contract section 8),
-    so a run draws at most one a target, however many blips it draws."""
-    fab = Fabric(SPEC)
-    for seed in range(20):
-        more = _more_blips(random.Random(seed), fab, T0, T0 + 3600.0, 40)
-        pauses = [p.host for p in more if p.kind == "blip_storage_latency"]
-        assert pauses and len(pauses) == len(set(pauses)) <= len(fab.storage)
 
 
 def _short(split: str, scenario: str, seed: int) -> SplitEntry:
