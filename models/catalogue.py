@@ -50,6 +50,11 @@ class ModelClass:
         return tuple(f.name for f in self.features)
 
     @property
+    def floors(self) -> tuple[float, ...]:
+        """Each feature's least spread (its scale floor): the smoothed mean's least bound."""
+        return tuple(f.floor for f in self.features)
+
+    @property
     def model_features(self) -> tuple[str, ...]:
         """The columns a model of this class scores: each feature at both horizons."""
         return self.feature_names + tuple(f"{n}{EWM_SUFFIX}" for n in self.feature_names)
@@ -58,6 +63,7 @@ class ModelClass:
 EWM_SUFFIX = "_ewm"
 REL_FLOOR = 0.05  # a feature's scale is at least this share of its entity's median
 EWM_ALPHA = 1 / 12  # weight of the newest window: about a minute of 5 s windows
+EWM_CLIP = 3.0  # a window moves the smoothed mean by at most this many of its usual steps (models.windows.Smoother)
 # Spread of the smoothed mean of white noise, as a share of one window's spread: the
 # smoothed horizon's floor is the window floor times this, and its scale is never taken
 # below the window scale times this (see models.train).

@@ -233,7 +233,7 @@ class ModelScorer:
             if model is None:
                 continue
             keys = [slot.key for slot in slots_of]
-            values = self.smoother.rows(keys, means)
+            values = self.smoother.rows(keys, means, CLASSES[cls].floors)
             online = self.online.setdefault(cls, {}) if self.learn_rate else None
             z, verdicts = model.score(keys, values, online)
             # A window whose own means are not up is the smoothed mean's tail after a

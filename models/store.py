@@ -20,7 +20,7 @@ import joblib
 import numpy
 import sklearn
 
-from models.catalogue import CLASSES, EWM_ALPHA
+from models.catalogue import CLASSES, EWM_ALPHA, EWM_CLIP
 from models.model import ClassModel
 
 FORMAT = 1
@@ -83,6 +83,7 @@ def save(models: ModelSet, out: Path, *, training: dict) -> Path:
         "versions": _versions(),
         "window_s": models.window_s,
         "ewm_alpha": EWM_ALPHA,
+        "ewm_clip": EWM_CLIP,
         "classes": {
             name: {"features": list(m.features), "entities": len(m.keys), "windows": m.windows,
                    "threshold": round(m.threshold, 6), "z_min": m.z_min}
@@ -133,6 +134,10 @@ def load(folder: Path) -> ModelSet:
     if meta.get("ewm_alpha") != EWM_ALPHA:
         raise ModelError(f"{meta_path}: trained with a long-horizon weight of {meta.get('ewm_alpha')}, "
                          f"this fabric-rca uses {EWM_ALPHA}: retrain")
+    if meta.get("ewm_clip") != EWM_CLIP:
+        raise ModelError(f"{meta_path}: trained with a long-horizon clip of {meta.get('ewm_clip')} steps "
+                         f"(none: before the smoothed mean was robust to blips), this fabric-rca uses "
+                         f"{EWM_CLIP}: retrain")
     data = model_path.read_bytes()
     if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
         raise ModelError(f"{model_path}: checksum does not match {META_FILE} (truncated or changed "

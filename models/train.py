@@ -91,7 +91,7 @@ class TrainingData:
         _, rows = self._cut.close(now)
         for cls, (slots, means) in rows.items():
             keys = [slot.key for slot in slots]
-            self.rows.setdefault(cls, []).extend(zip(keys, self._smooth.rows(keys, means)))
+            self.rows.setdefault(cls, []).extend(zip(keys, self._smooth.rows(keys, means, CLASSES[cls].floors)))
 
 
 def train(files: list[Path], *, topologies: list[Topology] | None = None, window_s: float = DEFAULT_WINDOW_S,
