@@ -14,8 +14,9 @@ of both windows), in seconds of event time:
   sample): it moves only when most of the window moved, which is what "persists" means
   in contract section 8, at any interval.
 - The recent window stretches to at least `min_samples` (5) closed buckets, the
-  baseline to `BASELINE_MIN` (3) samples ((5 + 1/2) x 30 s = 165 s at 30 s polling,
-  55 s at 1-10 s: a window of n x I holds n - 1, the n-th falls on its edge). A blip of
+  baseline to `BASELINE_MIN` (3) samples (55 s at 1-10 s polling: a window of n x I
+  holds n - 1, the n-th falls on its edge; at polling slower than every 20 s three
+  samples, (3 + 1/2) x 30 s = 105 s at 30 s: `recent_min`). A blip of
   a few seconds lands in two buckets at most, the one it starts in and the next, and
   lifts both: a median of three buckets was the blip's (a 3 s storage pause at 23x
   across two 10 s samples opened `storage_slow`), a median of five ignores it. One
@@ -65,6 +66,9 @@ NOISE_Z = 6.0
 # blip touches two buckets at most, and a median of three was the blip's). A blip in a
 # baseline only lowers what a comparison finds.
 BASELINE_MIN = 3
+# A fault that matters lasts a minute or more: the recent window asks for `min_samples`
+# buckets only while three of them span no more (`recent_min`).
+FAULT_S = 60.0
 _NORMAL = NormalDist()
 
 
@@ -190,7 +194,7 @@ def _still_calm(st: LevelState, level: Level, v: float, now: float, interval: fl
     if st.ranks is not None:
         wide, own = st.ranks
         pairs = ((*wins, wide), (*short, own or wide)) if _stretched(level, wins, short) else ((*wins, wide),)
-        found = level_bounds.bounds(pairs, st.times, now, interval, st.floor, level.min_samples, BASELINE_MIN, level.quantile,
+        found = level_bounds.bounds(pairs, st.times, now, interval, st.floor, recent_min(level, interval), BASELINE_MIN, level.quantile,
                                     level.needs_baseline)
         if found is None:
             return False
@@ -282,10 +286,22 @@ def _calm(st: LevelState, oldest: float) -> None:
     st.calm, st.floor, st.cap = True, oldest, len(st.values) + 4 + len(st.values) // 4
 
 
+def recent_min(level: Level, interval: float) -> int:
+    """Buckets the recent window holds at least: the rule's `min_samples` (five: a blip
+    of a few seconds lifts two buckets at most, and a median of three was the blip's),
+    but three where three buckets span more than `FAULT_S` (polling slower than every
+    20 s). There the median of five waited for a third sample of a fault: a 78 s storage
+    slowdown at 30 s polling filled two and a half and was missed (tune-wide
+    storage_slow-20, `--intervals 5,30`), where a 3 s blip is a tenth of each sample it
+    touches and doubles neither unless the storage was 21 times slower."""
+    b = max(interval, level.bucket_s)
+    return level.min_samples if BASELINE_MIN * b <= FAULT_S else min(level.min_samples, BASELINE_MIN)
+
+
 def nominal(level: Level, interval: float) -> tuple[float, float]:
     """The rule's own windows, stretched only to hold `min_samples` buckets (recent; a
     bucket is one sample at polling slower than `bucket_s`) and `BASELINE_MIN` samples."""
-    return (max(level.recent_s, span(level.min_samples, max(interval, level.bucket_s))),
+    return (max(level.recent_s, span(recent_min(level, interval), max(interval, level.bucket_s))),
             max(level.baseline_s, span(BASELINE_MIN, interval)))
 
 
@@ -320,11 +336,12 @@ def _compare(st: LevelState, level: Level, now: float, recent_s: float, baseline
     if lo == len(times) or times[lo] > cut + max(level.bucket_s, interval):
         return  # a series younger than its recent window: a median of its first seconds is a
         # burst's (a checkpoint at the start of a replay), not a level
-    if len(values) - split < level.min_samples:
+    least = recent_min(level, interval)
+    if len(values) - split < least:
         # One missed sample (contract section 1) leaves a window stretched to
         # `min_samples` one bucket short: it then reaches back to the bucket before its
         # edge, closed within an interval of it, instead of breaking a verdict's run.
-        if len(values) - split + 1 < level.min_samples or split == 0 or times[split - 1] <= cut - interval:
+        if len(values) - split + 1 < least or split == 0 or times[split - 1] <= cut - interval:
             return
         split -= 1
     if level.needs_baseline and split - lo < BASELINE_MIN:

@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from engine.baseline import BASELINE_MIN, LevelState, beyond_noise, observe, span, strictness, windows
+from engine.baseline import BASELINE_MIN, LevelState, beyond_noise, observe, recent_min, span, strictness, windows
 from engine.topology import Topology
 from tests.test_gray_faults import RULES, incidents  # one pipeline run, (top cause, entity) per incident
 
@@ -56,7 +56,7 @@ def test_a_comparison_holds_enough_samples_whatever_the_interval():
         recent, baseline = windows(level, interval)
         assert recent / interval >= level.compare_samples and baseline / interval >= 2 * level.compare_samples
     pause = next(r.level for r in RULES.rules if r.id == "nic_pfc_tx_sustained")  # no baseline: only min_samples
-    assert windows(pause, 30) == (max(pause.recent_s, span(pause.min_samples, 30)), max(pause.baseline_s, span(BASELINE_MIN, 30)))
+    assert windows(pause, 30) == (max(pause.recent_s, span(recent_min(pause, 30), 30)), max(pause.baseline_s, span(BASELINE_MIN, 30)))
     assert span(3, 30) > 90  # three closed samples: a window of 3 x I holds two (the third on its edge)
     storage = next(r.level for r in RULES.rules if r.id == "storage_latency")  # five buckets, also at 1 s
     assert windows(storage, 1) == (span(storage.min_samples, storage.bucket_s), storage.baseline_s) and storage.min_samples == 5
@@ -182,6 +182,17 @@ def test_one_storage_pause_across_two_samples_opens_nothing(interval):
 def test_storage_twice_as_slow_from_one_sample_on_is_found(interval):
     """The other side: the same target at twice its latency from one moment on is a fault."""
     lines = storage(interval, 1.5, ms=(0.98, 1.02), pause=(3600 - 0.5, 3600.0, 2.5))
+    assert storage_incidents(lines) == [("storage_slow", "stor1")]
+
+
+def test_a_storage_slowdown_of_78_s_is_found_at_30_s():
+    """Four times slower for 78 s, polled every 30 s: two samples full of it and one
+    six-tenths (as tune-wide storage_slow-20 at 30 s). A median of five waited for a
+    third full sample and missed it; where three samples span more than a minute the
+    recent window holds three (`engine.baseline.recent_min`)."""
+    level = next(r.level for r in RULES.rules if r.id == "storage_latency")
+    assert recent_min(level, 30) == 3 and recent_min(level, 20) == recent_min(level, 1) == 5
+    lines = storage(30, 1.5, ms=(1.47, 1.53), pause=(3600.0, 78.0, 4.0))
     assert storage_incidents(lines) == [("storage_slow", "stor1")]
 
 
