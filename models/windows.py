@@ -176,9 +176,9 @@ class Smoother:
     the feature's usual step from it (an exponentially weighted mean of the clipped
     deviations, itself clipped, so one wild window does not widen its own bound), and
     never by less than `clip` times the feature's `floor` (`floors`: the catalogue's,
-    the least spread a model allows it). A 3 s storage pause at 6x, 15 sigma in one
-    window, lifted the plain mean by 2.5 sigma (12 of the horizon's scales) for a
-    minute; a drift moves each window by less than the bound, and a step widens the
+    the least spread a model allows it). A 3 s storage pause at 6x (a window's write
+    latency 15 sigma up, the one before 7) lifted the plain mean by 8 of the horizon's
+    scales, and it stayed above 3 of them for a minute and a half; a drift moves each window by less than the bound, and a step widens the
     bound by a sixth a window until the mean follows it (the window horizon sees the
     step at once). The state per entity is the means followed by the deviations."""
 

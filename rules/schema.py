@@ -55,7 +55,8 @@ class Level:
     # ratio of the noise's width)
     # The recent window holds at least this many buckets (one sample at polling slower than
     # bucket_s; it stretches at long intervals): a blip of a few seconds touches two
-    # buckets at most, and only a median of five or more ignores it (engine.baseline).
+    # buckets at most, and only a median of five or more ignores it; three where three
+    # buckets span more than a minute (engine.baseline.recent_min: 30 s polling).
     min_samples: int = 5
     # Against a baseline, the recent window holds at least this many samples and the
     # baseline twice as many: two medians of a few samples of a noisy gauge differ by
