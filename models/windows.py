@@ -188,13 +188,19 @@ class Smoother:
     state: dict[str, list[float]] = field(default_factory=dict)
     seen: dict[str, int] = field(default_factory=dict)
 
-    def row(self, key: str, means: list[float], floors: list[float] | None = None) -> list[float]:
-        f = len(means)
+    def _entity(self, key: str, f: int) -> list[float]:
+        """The entity's state, means then deviations, NaN where unknown (a checkpoint from
+        before the deviations holds the means alone: it is padded in place)."""
         st = self.state.get(key)
         if st is None:
-            st = self.state[key] = [NAN] * (2 * f)
-        elif len(st) == f:  # a checkpoint from before the deviations: none known yet
+            return [NAN] * (2 * f)
+        if len(st) == f:
             st.extend([NAN] * f)
+        return st
+
+    def row(self, key: str, means: list[float], floors: list[float] | None = None) -> list[float]:
+        f = len(means)
+        st = self.state[key] = self._entity(key, f)
         a, c = self.alpha, self.clip
         for i, x in enumerate(means):
             if x != x:  # NaN
@@ -221,9 +227,7 @@ class Smoother:
         if len(set(keys)) != len(keys):  # an entity twice: one after the other, as `row` would
             return np.array([self.row(k, m, fl) for k, m in zip(keys, means.tolist())], dtype=float)
         state, seen, f = self.state, self.seen, means.shape[1]
-        none = [NAN] * (2 * f)
-        prev = np.array([(lambda s: s if len(s) == 2 * f else s + [NAN] * f)(state.get(k, none)) for k in keys],
-                        dtype=float).reshape(len(keys), 2 * f)
+        prev = np.array([self._entity(k, f) for k in keys], dtype=float).reshape(len(keys), 2 * f)
         e, d = prev[:, :f], prev[:, f:]
         with np.errstate(invalid="ignore"):
             r = means - e
