@@ -199,7 +199,23 @@ def _collectives(rng, f: Fabric, t0, t1, n: int) -> list[Phenomenon]:
     return out
 
 
-def _operations(rng, f: Fabric, t0, t1, split: str) -> list[Phenomenon]:
+def _gap_switch(switches: list[str], sw: str, a: float, b: float,
+                clear: tuple[tuple[str, float, float], ...]) -> str:
+    """The switch a collector gap of [a, b] falls on: `sw`, or, when that would hide a
+    fault's own device during the fault (`clear`: device, from, to), the next switch in
+    the fabric's order that it would not (a fault the telemetry never shows tests no
+    engine). No draw is made, so the run's other draws stay as they were."""
+    def hides(dev: str) -> bool:
+        return any(d == dev and a < hi and b > lo for d, lo, hi in clear)
+    k = switches.index(sw)
+    for dev in switches[k:] + switches[:k]:
+        if not hides(dev):
+            return dev
+    return sw
+
+
+def _operations(rng, f: Fabric, t0, t1, split: str,
+                clear: tuple[tuple[str, float, float], ...] = ()) -> list[Phenomenon]:
     out: list[Phenomenon] = []
     span = t1 - t0
     hosts = [e.index for e in f.hosts]
@@ -230,7 +246,8 @@ def _operations(rng, f: Fabric, t0, t1, split: str) -> list[Phenomenon]:
                           {"rx_bytes": 64}))
     if rng.random() < 0.6:
         sw, t = rng.choice(f.switches), when()
-        out.append(Phenomenon("collector_gap", "*", sw, None, t, t + rng.uniform(20, 180)))
+        end = t + rng.uniform(20, 180)
+        out.append(Phenomenon("collector_gap", "*", _gap_switch(f.switches, sw, t, end, clear), None, t, end))
     if rng.random() < 0.6:
         dev = rng.choice(f.switches + [x.name for x in f.hosts])
         lim = 5.0 if wide(split) else 3.0
@@ -315,11 +332,13 @@ def draw_events(rng: random.Random, *, split: str, busy: list[tuple[float, float
 
 def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
          duration: float, intervals: tuple[int, ...] | None = None,
-         more: random.Random | None = None) -> Params:
+         more: random.Random | None = None, clear: tuple[tuple[str, float, float], ...] = ()) -> Params:
     """Realism parameters for one run: intervals per device class, delivery mess and
     benign phenomena, from ranges that are wider in the test split. `intervals` replaces
     the split's interval choices (a probe of a tune split: `simulate --intervals`).
-    `more`, a stream of its own, draws the blips `_more_blips` adds."""
+    `more`, a stream of its own, draws the blips `_more_blips` adds. `clear` lists the
+    faults' devices with the time each must stay observed (device, from, to: event time),
+    which a collector gap then spares (`_gap_switch`)."""
     choices = intervals or INTERVALS[ranges_of(split)]
     main = rng.choice(choices)
     intervals = {"switch": main, "nic": main if rng.random() < 0.6 else rng.choice(choices),
@@ -330,7 +349,7 @@ def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
     blips = max(2, round(rng.uniform(6, 30 if wider else 15) * per_hour * 4))
     phenomena = (_blips(rng, fabric, t0, t1, blips)
                  + _collectives(rng, fabric, t0, t1, max(1, round(rng.uniform(2, 8) * per_hour * 4)))
-                 + _operations(rng, fabric, t0, t1, split) + _workload(rng, fabric, t0, t1))
+                 + _operations(rng, fabric, t0, t1, split, clear) + _workload(rng, fabric, t0, t1))
     if more is not None:
         phenomena += _more_blips(more, fabric, t0, t1, max(1, round(more.uniform(2, 8) * per_hour * 4)))
     return Params(intervals, jitter_s=rng.choice((0, 1, 1, 2)) if main >= 5 else 0,

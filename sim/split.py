@@ -153,6 +153,16 @@ def _spec(rng: random.Random, split: str, shape: str, seed: int) -> FabricSpec:
     return RAILS.get(split, RAILS8) if shape == "rails" else rng.choice(FABRICS[split])
 
 
+def fault_devices(plan, start: float) -> tuple[tuple[str, float, float], ...]:
+    """Each fault's devices (the ends of a link, an interface's switch, a host, a switch)
+    with the stretch of event time they must stay observed, as `busy` widens a fault."""
+    out = []
+    for f in plan.faults:
+        lo, hi = start + f.start - plan.start - 30, start + f.end - plan.start + 60
+        out += [(part.split(":")[0], lo, hi) for part in str(f.entity).split("--")]
+    return tuple(out)
+
+
 def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...] | None = None) -> dict:
     """Generate one entry: scenario at 1 s with drawn physics and benign events, shape,
     realism; truth gains "realism". `intervals` (a probe: `check_intervals`) replaces the
@@ -174,7 +184,8 @@ def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...
                    draw_events(prng, split=split, busy=busy, duration=entry.duration))
     truth = simulate(out=out, label=entry.name, physics=physics, benign=events, **kw)
     params = draw(rng, split=split, fabric=fab, start=truth["start"], duration=entry.duration,
-                  intervals=intervals, more=random.Random(f"{entry.seed}:{STREAM.get(split, split)}:more-blips"))
+                  intervals=intervals, more=random.Random(f"{entry.seed}:{STREAM.get(split, split)}:more-blips"),
+                  clear=fault_devices(plan, truth["start"]))
     counts = apply(out, fab, params, seed=entry.seed)
     counts |= reshape(out, fab, shape, rng, interval=params.intervals["switch"])
     truth = json.loads((Path(out) / "truth.json").read_text())  # reshape may rename
