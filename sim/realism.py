@@ -19,6 +19,7 @@ phenomenon under "realism".
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from .fabric import NIC, Fabric, Physics
@@ -199,19 +200,22 @@ def _collectives(rng, f: Fabric, t0, t1, n: int) -> list[Phenomenon]:
     return out
 
 
-def _gap_switch(switches: list[str], sw: str, a: float, b: float,
-                clear: tuple[tuple[str, float, float], ...]) -> str:
-    """The switch a collector gap of [a, b] falls on: `sw`, or, when that would hide a
-    fault's own device during the fault (`clear`: device, from, to), the next switch in
-    the fabric's order that it would not (a fault the telemetry never shows tests no
-    engine). No draw is made, so the run's other draws stay as they were."""
-    def hides(dev: str) -> bool:
-        return any(d == dev and a < hi and b > lo for d, lo, hi in clear)
-    k = switches.index(sw)
-    for dev in switches[k:] + switches[:k]:
-        if not hides(dev):
-            return dev
-    return sw
+def _spared(items: list, first, a: float, b: float, clear: tuple[tuple[str, float, float], ...],
+            names: Callable[[object], tuple[str, ...]]):
+    """The item an operation that silences telemetry over [a, b] (a collector gap, a host
+    link bounce, a port's maintenance) falls on: `first`, or, when that would silence a
+    fault's own device or interface during the fault (`clear`: name, from, to; `names`:
+    an item's), the next item in order that would not. A fault the telemetry never shows
+    tests no engine, and a link down restarts the levels a gray fault is measured
+    against. No draw is made, so the run's other draws stay as they were."""
+    def hides(item) -> bool:
+        own = names(item)
+        return any(n in own and a < hi and b > lo for n, lo, hi in clear)
+    k = items.index(first)
+    for item in items[k:] + items[:k]:
+        if not hides(item):
+            return item
+    return first
 
 
 def _operations(rng, f: Fabric, t0, t1, split: str,
@@ -223,15 +227,21 @@ def _operations(rng, f: Fabric, t0, t1, split: str,
     def when(lo=0.1, hi=0.8) -> float:
         return t0 + span * rng.uniform(lo, hi)
 
+    def link(h: int) -> tuple[str, ...]:  # a host link's names: its host, its switch port
+        port = _host_port(f, h)
+        return f.endpoints[h].name, f"{port.device}:{port.iface}"
+
     e = rng.choice(hosts)
     t = when()
-    out.append(Phenomenon("host_link_bounce", "nic_port", f.endpoints[e].name, NIC, t,
-                          t + rng.uniform(3, 20)))
+    end = t + rng.uniform(3, 20)
+    out.append(Phenomenon("host_link_bounce", "nic_port", f.endpoints[_spared(hosts, e, t, end, clear, link)].name,
+                          NIC, t, end))
     if rng.random() < 0.7:
         e2 = rng.choice([h for h in hosts if h != e])
-        port, t = _host_port(f, e2), when()
-        out.append(Phenomenon("admin_down", "switch_port", port.device, port.iface, t,
-                              t + rng.uniform(60, min(600, span * 0.3))))
+        t = when()
+        end = t + rng.uniform(60, min(600, span * 0.3))
+        port = _host_port(f, _spared(hosts, e2, t, end, clear, link))
+        out.append(Phenomenon("admin_down", "switch_port", port.device, port.iface, t, end))
     for _ in range(rng.randint(1, 3)):
         p = rng.choice(f.ports)
         t = when()
@@ -247,7 +257,7 @@ def _operations(rng, f: Fabric, t0, t1, split: str,
     if rng.random() < 0.6:
         sw, t = rng.choice(f.switches), when()
         end = t + rng.uniform(20, 180)
-        out.append(Phenomenon("collector_gap", "*", _gap_switch(f.switches, sw, t, end, clear), None, t, end))
+        out.append(Phenomenon("collector_gap", "*", _spared(f.switches, sw, t, end, clear, lambda x: (x,)), None, t, end))
     if rng.random() < 0.6:
         dev = rng.choice(f.switches + [x.name for x in f.hosts])
         lim = 5.0 if wide(split) else 3.0
@@ -337,8 +347,9 @@ def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
     benign phenomena, from ranges that are wider in the test split. `intervals` replaces
     the split's interval choices (a probe of a tune split: `simulate --intervals`).
     `more`, a stream of its own, draws the blips `_more_blips` adds. `clear` lists the
-    faults' devices with the time each must stay observed (device, from, to: event time),
-    which a collector gap then spares (`_gap_switch`)."""
+    faults' devices and interfaces with the time each must stay observed (name, from, to:
+    event time), which a collector gap, a host link bounce and a port's maintenance then
+    spare (`_spared`)."""
     choices = intervals or INTERVALS[ranges_of(split)]
     main = rng.choice(choices)
     intervals = {"switch": main, "nic": main if rng.random() < 0.6 else rng.choice(choices),

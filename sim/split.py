@@ -154,12 +154,14 @@ def _spec(rng: random.Random, split: str, shape: str, seed: int) -> FabricSpec:
 
 
 def fault_devices(plan, start: float) -> tuple[tuple[str, float, float], ...]:
-    """Each fault's devices (the ends of a link, an interface's switch, a host, a switch)
-    with the stretch of event time they must stay observed, as `busy` widens a fault."""
+    """Each fault's devices and interfaces (a link's two ends and their devices, an
+    interface and its device, a host, a switch) with the stretch of event time they must
+    stay observed, as `busy` widens a fault."""
     out = []
     for f in plan.faults:
         lo, hi = start + f.start - plan.start - 30, start + f.end - plan.start + 60
-        out += [(part.split(":")[0], lo, hi) for part in str(f.entity).split("--")]
+        for part in str(f.entity).split("--"):
+            out += [(name, lo, hi) for name in dict.fromkeys((part.split(":")[0], part))]
     return tuple(out)
 
 
