@@ -340,16 +340,22 @@ def draw_events(rng: random.Random, *, split: str, busy: list[tuple[float, float
     return tuple(out)
 
 
+def _scaled(n: int, scale: float) -> int:
+    return n if scale == 1.0 else max(0, round(n * scale))
+
+
 def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
          duration: float, intervals: tuple[int, ...] | None = None,
-         more: random.Random | None = None, clear: tuple[tuple[str, float, float], ...] = ()) -> Params:
+         more: random.Random | None = None, clear: tuple[tuple[str, float, float], ...] = (),
+         blip_scale: float = 1.0) -> Params:
     """Realism parameters for one run: intervals per device class, delivery mess and
     benign phenomena, from ranges that are wider in the test split. `intervals` replaces
     the split's interval choices (a probe of a tune split: `simulate --intervals`).
     `more`, a stream of its own, draws the blips `_more_blips` adds. `clear` lists the
     faults' devices and interfaces with the time each must stay observed (name, from, to:
     event time), which a collector gap, a host link bounce and a port's maintenance then
-    spare (`_spared`)."""
+    spare (`_spared`). `blip_scale` multiplies how many blips a run draws (a probe of a
+    tune split: `simulate --blips`)."""
     choices = intervals or INTERVALS[ranges_of(split)]
     main = rng.choice(choices)
     intervals = {"switch": main, "nic": main if rng.random() < 0.6 else rng.choice(choices),
@@ -357,12 +363,13 @@ def draw(rng: random.Random, *, split: str, fabric: Fabric, start: float,
     wider = wide(split)
     t0, t1 = start + 5, start + duration - 5
     per_hour = duration / 3600
-    blips = max(2, round(rng.uniform(6, 30 if wider else 15) * per_hour * 4))
+    blips = _scaled(max(2, round(rng.uniform(6, 30 if wider else 15) * per_hour * 4)), blip_scale)
     phenomena = (_blips(rng, fabric, t0, t1, blips)
                  + _collectives(rng, fabric, t0, t1, max(1, round(rng.uniform(2, 8) * per_hour * 4)))
                  + _operations(rng, fabric, t0, t1, split, clear) + _workload(rng, fabric, t0, t1))
     if more is not None:
-        phenomena += _more_blips(more, fabric, t0, t1, max(1, round(more.uniform(2, 8) * per_hour * 4)))
+        phenomena += _more_blips(more, fabric, t0, t1,
+                                 _scaled(max(1, round(more.uniform(2, 8) * per_hour * 4)), blip_scale))
     return Params(intervals, jitter_s=rng.choice((0, 1, 1, 2)) if main >= 5 else 0,
                   missed=rng.uniform(0, 0.05 if wider else 0.02),
                   duplicate=rng.uniform(0, 0.01), late=rng.uniform(0, 0.01 if wider else 0.005),

@@ -165,10 +165,12 @@ def fault_devices(plan, start: float) -> tuple[tuple[str, float, float], ...]:
     return tuple(out)
 
 
-def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...] | None = None) -> dict:
+def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...] | None = None,
+          blips: float = 1.0) -> dict:
     """Generate one entry: scenario at 1 s with drawn physics and benign events, shape,
     realism; truth gains "realism". `intervals` (a probe: `check_intervals`) replaces the
-    split's sample interval choices and is kept in the truth as `probe_intervals`."""
+    split's sample interval choices and is kept in the truth as `probe_intervals`; `blips`
+    (a probe: `check_blips`) multiplies the blips drawn, kept as `probe_blips`."""
     rng = random.Random(f"{entry.seed}:{STREAM.get(split, split)}:realism")
     prng = random.Random(f"{entry.seed}:{STREAM.get(split, split)}:physics")  # its own stream: the rest as before
     shape = rng.choice(SHAPES[split])
@@ -187,7 +189,7 @@ def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...
     truth = simulate(out=out, label=entry.name, physics=physics, benign=events, **kw)
     params = draw(rng, split=split, fabric=fab, start=truth["start"], duration=entry.duration,
                   intervals=intervals, more=random.Random(f"{entry.seed}:{STREAM.get(split, split)}:more-blips"),
-                  clear=fault_devices(plan, truth["start"]))
+                  clear=fault_devices(plan, truth["start"]), blip_scale=blips)
     counts = apply(out, fab, params, seed=entry.seed)
     counts |= reshape(out, fab, shape, rng, interval=params.intervals["switch"])
     truth = json.loads((Path(out) / "truth.json").read_text())  # reshape may rename
@@ -195,6 +197,8 @@ def build(entry: SplitEntry, *, out: Path, split: str, intervals: tuple[int, ...
     truth["split"] = split
     if intervals:
         truth["probe_intervals"] = list(intervals)
+    if blips != 1.0:
+        truth["probe_blips"] = blips
     realism = params.describe()
     for b in truth.get("benign", []):
         realism["benign_kinds"][b["kind"]] = realism["benign_kinds"].get(b["kind"], 0) + 1
@@ -217,19 +221,31 @@ def check_intervals(split: str, intervals: tuple[int, ...] | None) -> None:
         raise ValueError(f"sample intervals are 1-60 s (contract section 1), not {bad[0]}")
 
 
+def check_blips(split: str, blips: float) -> None:
+    """A probe's blip multiplier: tune splits only, 0-100 (0: no blips). ValueError says
+    what is wrong."""
+    if blips == 1.0:
+        return
+    if split == "test":
+        raise ValueError("--blips builds a probe of a tune split; the test split keeps its own blips")
+    if not 0 <= blips <= 100:
+        raise ValueError(f"--blips multiplies the blips a run draws: 0 to 100, not {blips:g}")
+
+
 def simulate_split(*, out: Path, split: str, clean_hours: float | None = None,
                    repeats: int | None = None, only: str | None = None,
                    on_entry: Callable[[SplitEntry, dict, float], None] | None = None,
-                   intervals: tuple[int, ...] | None = None) -> list[Path]:
+                   intervals: tuple[int, ...] | None = None, blips: float = 1.0) -> list[Path]:
     import fnmatch
     check_intervals(split, intervals)
+    check_blips(split, blips)
     paths = []
     for entry in entries(split, clean_hours=clean_hours, repeats=repeats):
         if only and not fnmatch.fnmatchcase(entry.name, only):
             continue
         path = Path(out) / entry.name
         t0 = time.perf_counter()
-        truth = build(entry, out=path, split=split, intervals=intervals)
+        truth = build(entry, out=path, split=split, intervals=intervals, blips=blips)
         if on_entry:
             on_entry(entry, truth, time.perf_counter() - t0)
         paths.append(path)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from sim.fabric import Fabric
 from sim.realism import Phenomenon, _more_blips, draw
 from tests.test_sim_realism import SPEC, T0, _run, _sorted, _t
@@ -53,3 +55,33 @@ def test_a_storage_target_pauses_once_a_run_at_most():
         more = _more_blips(random.Random(seed), fab, T0, T0 + 3600.0, 40)
         pauses = [p.host for p in more if p.kind == "blip_storage_latency"]
         assert pauses and len(pauses) == len(set(pauses)) <= len(fab.storage)
+
+
+def test_a_probe_may_draw_blips_denser_and_says_so(tmp_path, capsys):
+    """`simulate --split tune-range --blips 3`: three times the blips (and the extra ones),
+    the truth keeps the multiplier, 1 draws the run as it was, and the test split is
+    never probed."""
+    from cli.main import main
+    from sim.split import TUNE_RANGE_SEED, build, check_blips
+    from tests.test_sim_realism import _short
+
+    fab = Fabric(SPEC)
+
+    def blips(p) -> int:
+        return sum(1 for x in p.phenomena if x.kind.startswith("blip_"))
+    kw = dict(split="tune-range", fabric=fab, start=T0, duration=900.0)
+    plain = draw(random.Random(5), **kw, more=random.Random(9))
+    assert draw(random.Random(5), **kw, more=random.Random(9), blip_scale=1.0) == plain
+    dense = draw(random.Random(5), **kw, more=random.Random(9), blip_scale=3.0)
+    assert 2.5 * blips(plain) <= blips(dense) <= 3.5 * blips(plain)
+    assert blips(draw(random.Random(5), **kw, more=random.Random(9), blip_scale=0.0)) == 0
+    entry = _short("tune-range", "clean", TUNE_RANGE_SEED)
+    truth = build(entry, out=tmp_path / "dense", split="tune-range", blips=3.0)
+    assert truth["probe_blips"] == 3.0
+    assert "probe_blips" not in build(entry, out=tmp_path / "plain", split="tune-range")
+    with pytest.raises(ValueError, match="test split"):
+        check_blips("test", 3.0)
+    with pytest.raises(ValueError, match="0 to 100"):
+        check_blips("tune", -1.0)
+    assert main(["simulate", "--suite", str(tmp_path / "s"), "--blips", "3"]) != 0
+    assert "--blips need --split" in capsys.readouterr().err

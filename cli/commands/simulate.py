@@ -38,6 +38,10 @@ def add(sub) -> None:
                    help="with a tune --split: a probe whose runs draw their sample intervals from these "
                         "(1-60 s, e.g. 2,15,60) instead of the split's 1/5/10(/30) s; the truth keeps them "
                         "as probe_intervals")
+    g.add_argument("--blips", type=float, default=1.0, metavar="X",
+                   help="with a tune --split: a probe whose runs draw X times the blips of contract "
+                        "section 8 (0-100; 3 or 10 ask how dense noise may get before it recurs on one "
+                        "entity, which the contract calls a fault); the truth keeps X as probe_blips")
     g.set_defaults(fn=run)
 
 
@@ -71,16 +75,17 @@ def _suite(args) -> int:
         print(f"  {entry.name:<40} {truth['records']:>10,} records  {faults} fault(s)  "
               f"{truth['hosts']:>4} hosts  {seconds:6.1f} s", flush=True)
 
-    if args.intervals and not args.split:
-        raise CliError("--intervals needs --split (a probe of a tune split)")
+    if (args.intervals or args.blips != 1.0) and not args.split:
+        raise CliError("--intervals and --blips need --split (a probe of a tune split)")
     if args.split:
-        from sim.split import check_intervals, simulate_split
+        from sim.split import check_blips, check_intervals, simulate_split
         try:
             check_intervals(args.split, args.intervals)
+            check_blips(args.split, args.blips)
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        paths = simulate_split(out=out, split=args.split, clean_hours=args.clean_hours,
-                               repeats=args.repeats, only=args.only, on_entry=done, intervals=args.intervals)
+        paths = simulate_split(out=out, split=args.split, clean_hours=args.clean_hours, repeats=args.repeats,
+                               only=args.only, on_entry=done, intervals=args.intervals, blips=args.blips)
     else:
         paths = sim.simulate_suite(out=out, seed=args.seed, only=args.only, on_entry=done)
     print(f"wrote {len(paths)} scenarios under {out}: {total:,} records in {time.perf_counter() - t0:.0f} s")
