@@ -127,14 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         trace(args.dir / args.run, args.symptoms, histories=args.models)
         return 0
     try:
-        runs = list(find_scenarios([args.dir]))
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not runs:
-        print(f"error: no runs (truth.json) under {args.dir}", file=sys.stderr)
-        return 2
-    try:
+        runs = find_scenarios([args.dir])  # ValueError: no such folder, or no run in it
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs) as pool:
                 scores = list(pool.map(_score, [(r, args.models) for r in runs]))
