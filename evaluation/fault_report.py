@@ -23,14 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from evaluation.split_report import RunScore, _loud_abrupt, run_score
-
-
-def score_run(run: Path, histories: Path | None = None) -> RunScore:
-    from evaluation.scenarios import history_models, replay_scenario
-    models = history_models(histories, run.name) if histories else None
-    truth, incidents, stats = replay_scenario(run, models=models)
-    return run_score(truth, incidents, stats.records)
+from evaluation.split_report import RunScore, _loud_abrupt, score_run
 
 
 def _score(args: tuple[Path, Path | None]) -> RunScore:

@@ -242,19 +242,26 @@ def accuracy_doc(runs: list[RunScore], *, split: str, seconds: float,
     return "\n".join(lines) + "\n"
 
 
+def score_run(run: Path, histories: Path | None = None) -> RunScore:
+    """Replay and score one run (with models trained on its history in `histories`/<run>
+    when given)."""
+    from evaluation.scenarios import history_models, replay_scenario
+    models = history_models(histories, run.name) if histories else None
+    truth, incidents, stats = replay_scenario(run, models=models)
+    return run_score(truth, incidents, stats.records)
+
+
 def score_split(folder: Path, *, on_run=None, histories: Path | None = None) -> tuple[list[RunScore], str]:
-    """Replay and score every run under `folder` (with models trained on its history in
-    `histories`/<run> when given): (runs, the split's name)."""
-    from evaluation.scenarios import find_scenarios, history_models, replay_scenario
+    """Replay and score every run under `folder` (`score_run`): (runs, the split's name)."""
+    from evaluation.scenarios import find_scenarios
     runs, splits = [], set()
     for run in find_scenarios([folder]):
-        check_split_run(json.loads((run / "truth.json").read_text()))  # before the replay's cost
-        models = history_models(histories, run.name) if histories else None
-        truth, incidents, stats = replay_scenario(run, models=models)
-        runs.append(run_score(truth, incidents, stats.records))
+        truth = json.loads((run / "truth.json").read_text())
+        check_split_run(truth)  # before the replay's cost
+        runs.append(score_run(run, histories))
         splits.add(truth.get("split", "?"))
         if on_run:
-            on_run(run.name, len(incidents))
+            on_run(run.name, runs[-1].result.incidents)
     if len(splits) > 1:
         raise ValueError(f"{folder} mixes splits {sorted(splits)}; score one split at a time")
     return runs, next(iter(splits), "?")
